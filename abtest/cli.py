@@ -1,0 +1,439 @@
+"""The command line: parse, call the library, format, map errors to exit codes.
+
+Only click is imported at module level so `abtest --help` is instant; each command
+imports what it needs when it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INCOMPLETE = 0, 1, 2, 3
+
+
+def _progress(msg: str) -> None:
+    click.echo(f"abtest: {msg}", err=True)
+
+
+def _config(ctx: click.Context):
+    from .config import load_config
+
+    return load_config(ctx.obj.get("config"))
+
+
+class Main(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except click.exceptions.Exit:
+            raise
+        except click.ClickException:
+            raise
+        except Exception as exc:  # mapped to the exit codes of DESIGN.md
+            from .errors import IncompleteError, UserError
+
+            if os.environ.get("ABTEST_DEBUG") == "1":
+                raise
+            if isinstance(exc, UserError):
+                click.echo(f"abtest: error: {exc.line()}", err=True)
+                ctx.exit(EXIT_BAD_INPUT)
+            if isinstance(exc, IncompleteError):
+                click.echo(f"abtest: incomplete: {exc}", err=True)
+                ctx.exit(EXIT_INCOMPLETE)
+            if isinstance(exc, KeyboardInterrupt):
+                click.echo("abtest: interrupted; finished work is saved (use --resume)", err=True)
+                ctx.exit(130)
+            click.echo(f"abtest: internal error: {type(exc).__name__}: {exc} "
+                       "(set ABTEST_DEBUG=1 for a traceback)", err=True)
+            ctx.exit(EXIT_FAIL)
+
+
+@click.group(cls=Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
+              help="Config file (default: ./abtest.yaml, else built-in defaults).")
+@click.version_option(package_name="abtest")
+@click.pass_context
+def cli(ctx, config):
+    """abtest: did this prompt wording change help, given the same retrieved material?
+
+    \b
+    capture → run → report → gate → live:
+      abtest capture questions.jsonl --retriever local:results/index.duckdb --out fixtures/NAME
+      abtest run --fixture fixtures/NAME --a variants/a.yaml --b variants/b.yaml
+      abtest report RUN_ID --format md|json|html
+      abtest gate RUN_ID
+    Exit codes: 0 ok/PASS, 1 gate FAIL, 2 bad input, 3 incomplete.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["config"] = config
+
+
+# --------------------------------------------------------------------------- project
+@cli.command()
+@click.argument("directory", default=".", type=click.Path(file_okay=False))
+def init(directory):
+    """Scaffold abtest.yaml, fixtures/, variants/, results/ in DIRECTORY."""
+    from .project import init_project
+
+    for line in init_project(directory):
+        click.echo(line)
+
+
+@cli.command()
+@click.argument("directory", default="abtest-demo", type=click.Path(file_okay=False))
+@click.option("--n", "n_questions", default=20, show_default=True, help="Questions in the demo fixture.")
+@click.option("--model", default=None, help="Use this litellm model instead of the embedded one.")
+def demo(directory, n_questions, model):
+    """Whole loop on the embedded model, no API key: index, capture, run, judge, report."""
+    from .demo import run_demo
+
+    code = run_demo(directory, n_questions=n_questions, model=model, progress=_progress)
+    sys.exit(code)
+
+
+# --------------------------------------------------------------------------- retrieval
+@cli.command()
+@click.argument("corpus", type=click.Path(dir_okay=False))
+@click.option("--index", "index_path", default=None, help="Index file [results/index.duckdb].")
+@click.pass_context
+def index(ctx, corpus, index_path):
+    """Build the local BM25 index from CORPUS.jsonl ({"id", "text", "title"?, "metadata"?})."""
+    from .retrieval.index import build_index
+
+    lc = _config(ctx)
+    target = index_path or str(lc.resolve("results/index.duckdb"))
+    stats = build_index(corpus, target)
+    click.echo(f"indexed {stats.get('n_chunks', stats.get('chunks', '?'))} chunks → {target}")
+
+
+@cli.command()
+@click.argument("index_path", type=click.Path(dir_okay=False))
+@click.argument("query")
+@click.option("--k", default=10, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def search(index_path, query, k, fmt):
+    """Try the local retriever's boolean grammar: AND, OR, NOT, parentheses."""
+    import json
+
+    from .retrieval.index import search as do_search
+
+    hits = do_search(index_path, query, k)
+    for h in hits:
+        row = h if isinstance(h, dict) else {"id": h[0], "score": h[1], "title": h[2], "snippet": h[3]}
+        if fmt == "json":
+            click.echo(json.dumps(row, ensure_ascii=False))
+        else:
+            click.echo(f"{row['score']:8.3f}  {row['id']}  {(row.get('snippet') or '')[:100]}")
+    if not hits and fmt == "text":
+        click.echo("no matches", err=True)
+
+
+@cli.command()
+@click.argument("questions", type=click.Path(dir_okay=False))
+@click.option("--retriever", "spec", required=True,
+              help="local:INDEX | http(s)://URL | python:pkg.mod:fn | jsonl:FILE")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="fixtures/NAME")
+@click.option("--corpus-version", default=None, help="Version label of the corpus [date of today].")
+@click.option("--k", default=5, show_default=True)
+@click.option("--refresh-every-days", default=30, show_default=True)
+@click.option("--force", is_flag=True, help="Replace an existing fixture.")
+@click.option("--keywords-llm", is_flag=True,
+              help="Local retriever: let the judge model extract search keywords.")
+@click.pass_context
+def capture(ctx, questions, spec, out, corpus_version, k, refresh_every_days, force, keywords_llm):
+    """Freeze what retrieval returns for QUESTIONS into a sealed fixture (never during a run)."""
+    from datetime import date
+    from pathlib import Path
+
+    from .errors import UserError
+    from .fixtures import capture as do_capture
+    from .fixtures import load_questions
+    from .retrieval import get_retriever
+
+    lc = _config(ctx)
+    if Path(out).exists() and not force:
+        raise UserError("fixture already exists; pass --force to replace it deliberately", file=out)
+    qs = load_questions(Path(questions))
+    opts = {}
+    if keywords_llm:
+        from .keywords import llm_keywords_fn
+
+        opts["keywords_fn"] = llm_keywords_fn(lc)
+    retriever = get_retriever(spec, base_dir=Path.cwd(), **opts)
+    fx = do_capture(qs, retriever, out=out, corpus_version=corpus_version or date.today().isoformat(),
+                    k=k, force=force, refresh_every_days=refresh_every_days, progress=_progress)
+    click.echo(f"captured {len(fx.cases)} cases → {fx.path} (cases_sha256 {fx.cases_sha256[:16]}…)")
+
+
+# --------------------------------------------------------------------------- fixtures
+@cli.group()
+def fixtures():
+    """Fixture integrity, staleness and coverage, churn between captures."""
+
+
+@fixtures.command("verify")
+@click.argument("path", type=click.Path())
+def fixtures_verify(path):
+    """Recompute the sha256 seal; any edited byte exits 2 naming the case."""
+    from .fixtures import load_fixture
+
+    fx = load_fixture(path)
+    click.echo(f"ok: {fx.path}: {len(fx.cases)} cases, cases_sha256 {fx.cases_sha256}")
+
+
+@fixtures.command("seal")
+@click.argument("path", type=click.Path())
+@click.option("--refresh-every-days", default=30, show_default=True)
+def fixtures_seal(path, refresh_every_days):
+    """Seal a hand-written cases.jsonl (canonicalise, write manifest.json)."""
+    from .fixtures import seal_fixture
+
+    fx = seal_fixture(path, refresh_every_days=refresh_every_days)
+    click.echo(f"sealed {len(fx.cases)} cases → {fx.path}/manifest.json")
+
+
+@fixtures.command("status")
+@click.argument("path", type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def fixtures_status(path, fmt):
+    """Age vs refresh schedule; coverage of categories and awkward cases (warnings, exit 0)."""
+    import json
+
+    from .fixtures import fixture_status, load_fixture
+
+    st = fixture_status(load_fixture(path))
+    if fmt == "json":
+        click.echo(json.dumps(st, indent=2))
+        return
+    from tabulate import tabulate
+
+    click.echo(f"{st['name']}: {st['n_cases']} cases ({st['answerable']} answerable, "
+               f"{st['unanswerable']} unanswerable), captured {st['captured_at']} "
+               f"({st['age_days']} days ago), next refresh {st['next_refresh']}")
+    rows = [[k, v["n"], f"{v['share']:.0%}", f"{v['target_share']:.0%}" if v["target_share"] else "—"]
+            for k, v in st["categories"].items()]
+    click.echo(tabulate(rows, headers=["category", "n", "share", "target"]))
+    click.echo("awkward cases: " + ", ".join(f"{k} {v}" for k, v in st["awkward_tags"].items()))
+    for w in st["warnings"]:
+        click.echo(f"warning: {w}", err=True)
+
+
+@fixtures.command("diff")
+@click.argument("old", type=click.Path())
+@click.argument("new", type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def fixtures_diff(old, new, fmt):
+    """Churn between two captures: cases added/removed, chunks added/removed/changed."""
+    import json
+
+    from .fixtures import fixture_diff, load_fixture
+
+    d = fixture_diff(load_fixture(old), load_fixture(new))
+    if fmt == "json":
+        click.echo(json.dumps(d, indent=2))
+        return
+    click.echo(f"cases added {len(d['added'])}, removed {len(d['removed'])}; context changed in "
+               f"{len(d['changed'])}/{d['n_common']} common cases ({d['context_changed_share']:.0%})")
+    for c in d["changed"]:
+        parts = [f"+{len(c['chunks_added'])}", f"-{len(c['chunks_removed'])}",
+                 f"~{len(c['text_changed'])} text"]
+        if c["order_changed"]:
+            parts.append("order")
+        click.echo(f"  {c['id']}: {' '.join(parts)}")
+
+
+@fixtures.command("show")
+@click.argument("path", type=click.Path())
+@click.option("--case", "case_id", default=None)
+def fixtures_show(path, case_id):
+    """Print the manifest, or one case."""
+    import json
+
+    from .errors import UserError
+    from .fixtures import load_fixture
+
+    fx = load_fixture(path)
+    if case_id is None:
+        click.echo(json.dumps(fx.manifest.model_dump(mode="json", exclude={"cases"}), indent=2))
+        for c in fx.cases:
+            click.echo(f"{c.id}\t{'answerable' if c.answerable else 'unanswerable'}\t"
+                       f"{len(c.context)} chunks\t{c.question[:80]}")
+        return
+    case = fx.by_id().get(case_id)
+    if case is None:
+        raise UserError(f"no case {case_id!r}", file=str(path))
+    click.echo(json.dumps(case.model_dump(mode="json", exclude_none=True), indent=2, ensure_ascii=False))
+
+
+@fixtures.command("add-unanswerable")
+@click.argument("path", type=click.Path())
+@click.option("--from-answerable", "n", type=int, required=True,
+              help="How many answerable cases to turn into counterfactual refusal cases.")
+@click.option("--seed", default=0, show_default=True)
+def fixtures_add_unanswerable(path, n, seed):
+    """Counterfactual refusal cases: drop the relevant chunks of N answerable cases."""
+    from .fixtures import add_unanswerable, load_fixture
+
+    fx = add_unanswerable(load_fixture(path), n=n, seed=seed)
+    click.echo(f"{fx.path}: now {len(fx.cases)} cases (resealed)")
+
+
+# --------------------------------------------------------------------------- run & report
+@cli.command("run")
+@click.option("--fixture", required=True, type=click.Path())
+@click.option("--a", "a_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--b", "b_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--run-id", default=None)
+@click.option("--resume", is_flag=True, help="Continue an interrupted run; finished calls are not repeated.")
+@click.option("--dry-run", is_flag=True, help="Print calls, tokens and cost before spending anything.")
+@click.pass_context
+def run_cmd(ctx, fixture, a_path, b_path, run_id, resume, dry_run):
+    """Generate A and B over the fixture's frozen contexts, check, judge; print the run id."""
+    import json
+
+    from .runner import dry_run as do_dry
+    from .runner import plan_run, run
+
+    lc = _config(ctx)
+    if dry_run:
+        click.echo(json.dumps(do_dry(lc, plan_run(lc, fixture, a_path, b_path)), indent=2))
+        return
+    res = run(lc, fixture, a_path, b_path, run_id=run_id, resume=resume, progress=_progress)
+    _progress(f"{res.status}: {res.n_cases} cases, {res.provider_calls} provider calls, "
+              f"{res.cache_hits} cache hits, {res.calls_per_case} LLM calls per case, "
+              f"{res.seconds:.1f} s")
+    if res.comparison_kind == "pipeline_change":
+        _progress("this is a pipeline change, re-measure end to end; the frozen claim does not apply")
+    click.echo(res.run_id)
+    if res.status != "complete":
+        _progress(f"incomplete: unfinished cases: {', '.join(res.unfinished[:20])}"
+                  f"{' …' if len(res.unfinished) > 20 else ''} (fix the cause, then "
+                  f"`abtest run … --run-id {res.run_id} --resume`)")
+        sys.exit(EXIT_INCOMPLETE)
+
+
+def _open_store(ctx, read_only=True):
+    from .store import Store
+
+    lc = _config(ctx)
+    return lc, Store(lc.store_path, read_only=read_only, create=False)
+
+
+def _report_for(ctx, run_id):
+    from .report import build_report
+    from .report.build import check_fixture_unchanged, load_run
+
+    lc, store = _open_store(ctx)
+    try:
+        if run_id in ("latest", "last"):
+            run_id = store.latest_run_id() or run_id
+        check_fixture_unchanged(load_run(store, run_id))
+        return build_report(store, run_id)
+    finally:
+        store.close()
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--format", "fmt", type=click.Choice(["md", "json", "html"]), default="md", show_default=True)
+@click.option("--out", default=None, type=click.Path(dir_okay=False), help="Write here instead of stdout.")
+@click.pass_context
+def report(ctx, run_id, fmt, out):
+    """Paired statistics, the licensed claim (or why not), incidents, backlog. RUN_ID may be 'latest'."""
+    from pathlib import Path
+
+    from .report import render
+
+    text = render(_report_for(ctx, run_id), fmt)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text, encoding="utf-8")
+        _progress(f"wrote {out}")
+    else:
+        click.echo(text, nl=False)
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--thresholds", type=click.Path(dir_okay=False), default=None,
+              help="YAML file of gate thresholds (keys of `gates:` in abtest.yaml).")
+@click.pass_context
+def gate(ctx, run_id, thresholds):
+    """Release gate: exit 0 PASS, 1 FAIL, 3 INCOMPLETE."""
+    from pathlib import Path
+
+    from .gate import evaluate_gate
+
+    rep = _report_for(ctx, run_id)
+    gates = _config(ctx).config.gates
+    if thresholds:
+        from pydantic import ValidationError
+
+        from .config import read_yaml
+        from .errors import UserError, pydantic_error_line
+        from .models import Gates
+
+        data = read_yaml(Path(thresholds)) or {}
+        if not isinstance(data, dict):
+            raise UserError("expected a mapping of gate thresholds", file=thresholds)
+        data = data.get("gates", data)
+        try:
+            gates = Gates.model_validate({**gates.model_dump(), **data})
+        except ValidationError as exc:
+            raise pydantic_error_line(exc, file=thresholds) from None
+    g = evaluate_gate(rep, gates)
+    for r in g["rules"]:
+        val = "n/a" if r["value"] is None else f"{r['value']:.3f}"
+        click.echo(f"{r['status']:>14}  {r['name']:<18} {val:>8}  (threshold {r['threshold']})"
+                   + (f"  {r['note']}" if r.get("note") else ""))
+    if g["incidents_b"]:
+        click.echo(f"{'fail':>14}  hallucination incidents in B: {g['incidents_b']}")
+    click.echo(f"{g['decision']}" + (f": {'; '.join(g['reasons'])}" if g["reasons"] else ""))
+    sys.exit(g["exit_code"])
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl", "csv"]), default="parquet",
+              show_default=True)
+@click.option("--out", required=True, type=click.Path(file_okay=False))
+@click.pass_context
+def export(ctx, run_id, fmt, out):
+    """Write every table of one run for notebooks and BI tools."""
+    from pathlib import Path
+
+    from .report.build import load_run
+
+    lc, store = _open_store(ctx)
+    try:
+        load_run(store, run_id)
+        for p in store.export_run(run_id, Path(out), fmt):
+            click.echo(str(p))
+    finally:
+        store.close()
+
+
+@cli.command()
+@click.argument("variant", type=click.Path(dir_okay=False))
+@click.option("--fixture", required=True, type=click.Path())
+@click.option("--case", "case_id", default=None, help="Case to render [first case].")
+@click.option("--update", is_flag=True, help="Rewrite the stored snapshot.")
+@click.pass_context
+def snapshot(ctx, variant, fixture, case_id, update):
+    """Compare the exact rendered messages with variants/__snapshots__/ (diff → exit 1)."""
+    from .snapshots import snapshot as do_snapshot
+
+    code, text = do_snapshot(_config(ctx), variant, fixture, case_id=case_id, update=update)
+    click.echo(text, nl=not text.endswith("\n"))
+    sys.exit(code)
+
+
+def main() -> None:
+    cli(prog_name="abtest")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,95 @@
+"""Find and load abtest.yaml; relative paths in it are relative to the file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import UserError, pydantic_error_line
+from .models import Config
+
+CONFIG_NAME = "abtest.yaml"
+
+
+def read_yaml(path: Path) -> object:
+    """Parse YAML with a one-line error that names the file and line."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError("file not found", file=str(path)) from None
+    except UnicodeDecodeError:
+        raise UserError("not valid UTF-8", file=str(path)) from None
+    except IsADirectoryError:
+        raise UserError("is a directory, expected a YAML file", file=str(path)) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else None
+        problem = getattr(exc, "problem", None) or "YAML syntax error"
+        raise UserError(f"YAML syntax error: {problem}", file=str(path), where=where) from None
+
+
+class LoadedConfig:
+    """A validated Config plus where it came from (for resolving relative paths)."""
+
+    def __init__(self, config: Config, base_dir: Path, path: Path | None):
+        self.config = config
+        self.base_dir = base_dir
+        self.path = path
+
+    def resolve(self, p: str | os.PathLike) -> Path:
+        p = Path(p)
+        return p if p.is_absolute() else (self.base_dir / p)
+
+    @property
+    def store_path(self) -> Path:
+        return self.resolve(self.config.store)
+
+
+def load_config(path: str | os.PathLike | None = None, *, required: bool = False) -> LoadedConfig:
+    """Load --config FILE, else ./abtest.yaml, else defaults (embedded model, results/ store)."""
+    if path is None:
+        candidate = Path.cwd() / CONFIG_NAME
+        if not candidate.exists():
+            if required:
+                raise UserError(f"no {CONFIG_NAME} in {Path.cwd()}; run `abtest init` or pass --config")
+            return LoadedConfig(Config(), Path.cwd(), None)
+        path = candidate
+    path = Path(path)
+    data = read_yaml(path)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise UserError("expected a mapping of settings at the top level", file=str(path))
+    from pydantic import ValidationError
+
+    try:
+        cfg = Config.model_validate(data)
+    except ValidationError as exc:
+        raise pydantic_error_line(exc, file=str(path)) from None
+    return LoadedConfig(cfg, path.resolve().parent, path)
+
+
+DEFAULT_CONFIG_YAML = """\
+# abtest configuration. Any litellm model string works for generator and judge, e.g.
+# openai/gpt-4o-mini, anthropic/claude-3-5-haiku-latest, ollama_chat/llama3, or an
+# OpenAI-compatible server: {model: openai/my-model, api_base: http://127.0.0.1:8080/v1, api_key_env: MY_KEY}
+# API keys are read from the environment (api_key_env), never written anywhere.
+generator: {model: local/smollm2, temperature: 0, max_tokens: 200}
+judge:     {model: local/smollm2, temperature: 0, max_tokens: 400}
+concurrency: 4
+timeout_s: 120
+max_retries: 6
+max_input_tokens: 2048
+context_template: "[{{ chunk.id }}] {{ chunk.text }}"
+store: results/abtest.duckdb
+judges: [pairwise, faithfulness, coverage, abstention]
+# The embedded model judging its own output is a demonstration, not evidence:
+allow_self_judge: true
+gates: {faithfulness: 0.90, answer_relevance: 0.80, context_precision: 0.75,
+        context_recall: 0.75, out_of_scope: 1.0, citation_accuracy: 0.90,
+        p95_latency_ms: 5000, incident_faithfulness: 0.85}
+"""

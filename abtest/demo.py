@@ -1,0 +1,136 @@
+"""`abtest demo DIR`: the whole loop on the embedded model, no API key.
+
+Leaves a normal working project in DIR (abtest.yaml, fixtures/, variants/,
+results/) so every other command can be tried there afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from .project import DEMO_DATA, init_project
+
+DEMO_CONFIG = """\
+# abtest demo configuration: the embedded SmolLM2-135M model generates AND judges.
+# A 135M model judging itself demonstrates the machinery; its verdicts are not evidence.
+# Point generator/judge at any litellm model (and set allow_self_judge: false) for real use.
+generator: {model: %(model)s, temperature: 0, max_tokens: 120}
+judge:     {model: %(model)s, temperature: 0, max_tokens: 300}
+concurrency: 2
+timeout_s: 120
+max_retries: 2
+max_input_tokens: 2048
+context_template: "[{{ chunk.id }}] {{ chunk.text }}"
+store: results/abtest.duckdb
+judges: [pairwise, faithfulness, coverage, abstention]
+allow_self_judge: true
+"""
+
+
+def pick_questions(n: int) -> list[dict]:
+    """Half answerable, half unanswerable, spread over the article (deterministic)."""
+    rows = [json.loads(line) for line in (DEMO_DATA / "questions.jsonl").read_text("utf-8").splitlines()
+            if line.strip()]
+    ans = [r for r in rows if r["answerable"]]
+    una = [r for r in rows if not r["answerable"]]
+    n_una = n // 2
+    n_ans = n - n_una
+
+    def spread(pool, k):
+        if k <= 0:
+            return []
+        step = max(1, len(pool) // k)
+        return pool[::step][:k]
+
+    picked = spread(ans, n_ans) + spread(una, n_una)
+    out = []
+    for r in picked:
+        q = {"id": r["id"], "question": r["question"], "answerable": r["answerable"],
+             "category": "factual" if r["answerable"] else "out_of_scope",
+             "relevant_chunk_ids": r.get("relevant_chunk_ids") or []}
+        if r["answerable"]:
+            q["reference_answer"] = r["reference_answer"]
+            q["expected_citations"] = r.get("relevant_chunk_ids") or []
+        out.append(q)
+    return out
+
+
+def run_demo(directory: str | os.PathLike, *, n_questions: int = 20, model: str | None = None,
+             k: int = 3, progress=print) -> int:
+    from .config import load_config
+    from .fixtures import capture, load_questions
+    from .llm import preload
+    from .report import build_report, render
+    from .retrieval import get_retriever
+    from .retrieval.index import build_index
+    from .runner import run
+    from .store import Store
+
+    t0 = time.monotonic()
+    preload()
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    cfg_path = d / "abtest.yaml"
+    if not cfg_path.exists():
+        cfg_path.write_text(DEMO_CONFIG % {"model": model or "local/smollm2"}, encoding="utf-8")
+    init_project(d)
+    data = d / "data"
+    data.mkdir(exist_ok=True)
+    for name in ("corpus.jsonl", "SOURCE.md", "LICENSE.md"):
+        shutil.copyfile(DEMO_DATA / name, data / name)
+    shutil.copyfile(DEMO_DATA / "plain.yaml", d / "variants" / "plain.yaml")
+    shutil.copyfile(DEMO_DATA / "grounded.yaml", d / "variants" / "grounded.yaml")
+    qpath = data / "questions.jsonl"
+    qpath.write_text("".join(json.dumps(q) + "\n" for q in pick_questions(n_questions)), "utf-8")
+    lc = load_config(cfg_path)
+
+    index_path = d / "results" / "index.duckdb"
+    if not index_path.exists():
+        progress(f"indexing {data / 'corpus.jsonl'} (SQuAD 2.0 'Normans', CC BY-SA 4.0)")
+        build_index(data / "corpus.jsonl", index_path)
+    fixture = d / "fixtures" / "normans"
+    progress(f"capturing {n_questions} questions with the local BM25 retriever (k={k})")
+    retriever = get_retriever(f"local:{index_path}", base_dir=d)
+    capture(load_questions(qpath), retriever, out=fixture, corpus_version="squad2-dev-normans",
+            k=k, force=True, progress=progress)
+    progress("running A = plain vs B = grounded on the embedded model (generate, check, judge)")
+    res = run(lc, fixture, d / "variants" / "plain.yaml", d / "variants" / "grounded.yaml",
+              progress=progress)
+    store = Store(lc.store_path, read_only=True)
+    try:
+        rep = build_report(store, res.run_id)
+    finally:
+        store.close()
+    out_md = d / "results" / f"report-{res.run_id}.md"
+    out_json = d / "results" / f"report-{res.run_id}.json"
+    out_md.write_text(render(rep, "md"), encoding="utf-8")
+    out_json.write_text(render(rep, "json"), encoding="utf-8")
+    paths = [out_md, out_json]
+    try:
+        out_html = d / "results" / f"report-{res.run_id}.html"
+        out_html.write_text(render(rep, "html"), encoding="utf-8")
+        paths.append(out_html)
+    except ImportError:
+        pass
+    pw = rep["metrics"].get("pairwise") or {}
+    f = rep["metrics"].get("faithfulness") or {}
+    print(f"run id: {res.run_id} ({rep['status']}, {rep['n_cases']} cases, "
+          f"{time.monotonic() - t0:.0f} s)")
+    for p in paths:
+        print(f"report: {p}")
+    if pw:
+        print(f"pairwise: B wins {pw['b_wins']}, A wins {pw['a_wins']}, no preference "
+              f"{pw['no_preference']}; sign test p = {pw['p_value']:.3f}")
+    if f.get("difference") is not None:
+        print(f"faithfulness: A {f['a']:.2f}, B {f['b']:.2f}, B − A {f['difference']:+.2f} "
+              f"(95% CI {f['ci_low'] if f['ci_low'] is None else round(f['ci_low'], 2)} to "
+              f"{f['ci_high'] if f['ci_high'] is None else round(f['ci_high'], 2)})")
+    print("claim: " + (rep["claim"]["sentence"] if rep["claim"]["licensed"]
+                       else "not licensed — " + rep["claim"]["reasons"][0]))
+    print(f"note: the embedded 135M model generated and judged; this demonstrates the machinery, "
+          f"it is not evidence. Try: cd {d} && abtest report {res.run_id}")
+    return 0 if rep["status"] == "complete" else 3

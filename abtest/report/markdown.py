@@ -1,0 +1,210 @@
+"""Markdown report: executive summary first, then the evidence in reading order."""
+
+from __future__ import annotations
+
+
+def _f(x, nd=3, signed=False):
+    if x is None:
+        return "n/a"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, (int,)) and not isinstance(x, bool):
+        return str(x)
+    if isinstance(x, float) and 0 < abs(x) < 10 ** -nd:
+        return f"{x:.1e}"
+    return f"{x:+.{nd}f}" if signed else f"{x:.{nd}f}"
+
+
+def _ci(m):
+    if m.get("ci_low") is None:
+        return "n/a"
+    return f"[{_f(m['ci_low'])}, {_f(m['ci_high'])}]"
+
+
+def _one_line(text, n=160):
+    t = " ".join((text or "").split())
+    t = t.replace("|", "\\|")
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def render_markdown(r: dict) -> str:
+    from tabulate import tabulate
+
+    L: list[str] = []
+    add = L.append
+    m = r["metrics"]
+    add(f"# abtest report — run {r['run_id']}")
+    add("")
+    add(f"- Evaluation date: {r['generated_at'][:10]} (run created {str(r['created_at'])[:19]})")
+    add(f"- Status: **{r['status']}** — {r['n_finished']}/{r['n_cases']} cases finished")
+    add(f"- Variants: A = `{r['variants']['a']['name']}` (sha256 {r['variants']['a']['sha256'][:12]}), "
+        f"B = `{r['variants']['b']['name']}` (sha256 {r['variants']['b']['sha256'][:12]})")
+    add(f"- Git commit: {r.get('git_commit') or 'n/a (not a git repository)'}")
+    for role in ("generator", "judge"):
+        mm = r["models"][role]
+        add(f"- {role.capitalize()}: requested `{mm['requested']}`, resolved "
+            f"{', '.join(f'`{x}`' for x in mm['resolved']) or 'n/a'}")
+    fx = r["fixture"]
+    add(f"- Fixture: `{fx['name']}`, corpus version {fx['corpus_version']}, retriever "
+        f"`{fx.get('retriever')}`, cases_sha256 {fx['cases_sha256'][:16]}…")
+    add(f"- Comparison kind: **{r['comparison_kind']}**")
+    add("")
+    add("## Executive summary")
+    add("")
+    c = r["claim"]
+    if c["licensed"]:
+        add(f"**Licensed claim:** {c['sentence']}")
+    else:
+        add("**No claim is licensed.** Why:")
+        for reason in c["reasons"]:
+            add(f"- {reason}")
+    if r["comparison_kind"] == "pipeline_change":
+        add("")
+        add("> This is a pipeline change, re-measure end to end; the frozen claim does not apply.")
+    if r["self_judge"]:
+        add("")
+        add("> The judge is the generator model (self-judging). With the embedded SmolLM2-135M model "
+            "the verdicts demonstrate the machinery; they are not evidence.")
+    pw = m.get("pairwise")
+    if pw:
+        add("")
+        add(f"Pairwise (blind, both orders): B won {pw['b_wins']}, A won {pw['a_wins']}, no preference "
+            f"{pw['no_preference']} (of which position-inconsistent {pw['position_inconsistent']}); "
+            f"sign test p = {_f(pw['p_value'])}.")
+    g = r.get("gate")
+    if g:
+        add("")
+        add(f"Gate: **{g['decision']}**" + (f" — {'; '.join(g['reasons'][:3])}" if g["reasons"] else ""))
+    add("")
+    add("## Fixture / golden set summary")
+    add("")
+    cats: dict[str, int] = {}
+    n_un = 0
+    for row in r["per_case"]:
+        cats[row.get("category") or "uncategorised"] = cats.get(row.get("category") or "uncategorised", 0) + 1
+        n_un += 1 if row.get("answerable") is False else 0
+    add(f"{r['n_cases']} cases: {r['n_cases'] - n_un} answerable, {n_un} unanswerable. Categories: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(cats.items())) + ".")
+    add("")
+    add("## Deterministic checks (before any judge)")
+    add("")
+    rows = []
+    for name, s in (m.get("checks") or {}).items():
+        if not s.get("n"):
+            continue
+        rows.append([name, s["n"], _f(s["pass_rate_a"]), _f(s["pass_rate_b"]), _f(s.get("p_value")),
+                     ", ".join(s.get("newly_failing", [])[:5]) or "—"])
+    if rows:
+        add(tabulate(rows, headers=["check", "n", "pass A", "pass B", "McNemar mid-p",
+                                    "newly failing in B"], tablefmt="github"))
+    else:
+        add("No check applied to any case.")
+    add("")
+    add("## Metric scores")
+    add("")
+    rows = []
+    for key in ("pairwise", "faithfulness", "coverage", "quality", "relevance", "conformance"):
+        mm = m.get(key)
+        if not mm:
+            continue
+        rows.append([key, mm["n"], _f(mm["a"]), _f(mm["b"]), _f(mm["difference"], signed=True),
+                     _ci(mm), mm["test"].split(" ")[0], _f(mm["p_value"]), _f(mm.get("p_holm"))])
+    for sub in ("answerable", "unanswerable"):
+        mm = (m.get("abstention") or {}).get(sub)
+        if mm and mm["n"]:
+            rows.append([f"abstention ({sub})", mm["n"], _f(mm["a"]), _f(mm["b"]),
+                         _f(mm["difference"], signed=True), _ci(mm), mm["test"], _f(mm["p_value"]),
+                         _f(mm.get("p_holm"))])
+    add(tabulate(rows, headers=["metric", "N", "A", "B", "B − A", "95% CI", "test", "p", "Holm p"],
+                 tablefmt="github"))
+    add("")
+    add("Pairwise A/B columns are win rates with ties counted half; abstention columns are rates "
+        "(lower is better on answerable cases, higher on unanswerable). CIs are unadjusted; Holm "
+        f"family: {', '.join(r['holm']['family']) or 'none'} ({r['holm']['rule']}).")
+    for key in ("faithfulness", "coverage"):
+        mm = m.get(key)
+        if mm and mm.get("n_dropped"):
+            add(f"- {key}: {mm['n_dropped']} pair(s) dropped (missing score on A: "
+                f"{len(mm['dropped']['missing_a_only'])}, on B: {len(mm['dropped']['missing_b_only'])}, "
+                f"both: {len(mm['dropped']['missing_both'])}).")
+        if mm and mm.get("mde") and not mm.get("significant"):
+            add(f"- {key}: not significant. With N = {mm['n']} paired questions, α = "
+                f"{mm['mde']['alpha']:.3f} (Holm-conservative), two-sided, 80% power, the study can "
+                f"detect a mean difference of ≥ {_f(mm['mde']['mde'])} (d_z = {_f(mm['mde']['d_z'])}, "
+                f"sd_d = {_f(mm['sd_d'])}).")
+    if pw:
+        pc = pw["position_consistency"]
+        add(f"- Judge diagnostics: position consistency {_f(pc['estimate'])} "
+            f"(Wilson CI {_f(pc['ci_low'])}–{_f(pc['ci_high'])}), first-position win rate "
+            f"{_f(pw['first_position_win_rate'])}, answer length ratio B/A "
+            f"{_f(pw['length_ratio_b_over_a'], 2)}.")
+        lb = pw.get("length_bias") or {}
+        if "p_value" in lb:
+            add(f"- Length bias: logistic regression of a B win on the length difference: coefficient "
+                f"{_f(lb['coef_per_100_chars'])} per 100 chars, p = {_f(lb['p_value'])}"
+                + (" — wins look explained by length." if lb["explained_by_length"] else "."))
+    if r.get("prompt_diff"):
+        pd = r["prompt_diff"]
+        add("")
+        add(f"Rendered prompt differences (case {pd['case_id']}; parts changed: "
+            f"{', '.join(pd['changed_parts']) or 'none'}):")
+        add("")
+        add("```diff")
+        add(pd["diff"].rstrip() or "(identical)")
+        add("```")
+    add("")
+    add("## Gate decision")
+    add("")
+    if g:
+        add(f"**{g['decision']}** (exit code {g['exit_code']})")
+        add("")
+        add(tabulate([[x["name"], _f(x["value"]), x["threshold"], x["status"], x.get("note", "")]
+                      for x in g["rules"]], headers=["rule", "B value", "threshold", "status", "note"],
+                     tablefmt="github"))
+    add("")
+    add("## Hallucination incidents")
+    add("")
+    if not r["incidents"]:
+        add("None (no answer with faithfulness below the incident threshold).")
+    for inc in r["incidents"]:
+        add(f"- **{inc['case_id']}** (variant {inc['variant']}, faithfulness {_f(inc['faithfulness'], 2)}): "
+            f"{_one_line(inc['question'])}")
+        for u in inc["unsupported"][:5]:
+            add(f"  - {u['verdict']}: {_one_line(u['claim'])}")
+        add(f"  - context: {', '.join(inc['context_ids']) or '(none)'}")
+    add("")
+    add("## Remediation backlog")
+    add("")
+    if r["remediation"]:
+        add(tabulate([[x["priority"], x["item"], x["likely_cause"], x["remedy"]] for x in r["remediation"]],
+                     headers=["priority", "item", "likely cause", "remedy"], tablefmt="github"))
+    else:
+        add("Nothing to remediate.")
+    add("")
+    add("## Cases that flipped")
+    add("")
+    flipped = [row for row in r["per_case"] if row.get("flipped")]
+    if flipped:
+        add(tabulate([[row["case_id"], _f(row.get("faithfulness_a"), 2), _f(row.get("faithfulness_b"), 2),
+                       row.get("pairwise") or "", ", ".join(sorted(set(row["checks_failed_b"]) -
+                                                              set(row["checks_failed_a"])))]
+                      for row in flipped], headers=["case", "faith A", "faith B", "pairwise",
+                                                    "newly failing checks"], tablefmt="github"))
+    else:
+        add("No case crossed the faithfulness threshold or newly failed a check.")
+    if r["unfinished_cases"]:
+        add("")
+        add("## Unfinished cases (not scored, not counted)")
+        add("")
+        for cid in r["unfinished_cases"]:
+            add(f"- {cid}: {'; '.join(r['unfinished_reasons'].get(cid, []))[:200]}")
+    add("")
+    add("## Next evaluation date")
+    add("")
+    nd = r["fixture"].get("next_evaluation_date")
+    add(f"{nd} (fixture refresh every {r['fixture'].get('refresh_every_days')} days)" if nd else "n/a")
+    add("")
+    add(f"_Calls: {r['calls']['distinct_calls']} distinct LLM calls ({r['calls']['calls_per_case']} per "
+        f"case), {r['calls']['provider_attempts']} provider attempts. Frozen result: a claim about "
+        "generation given these contexts, never an end-to-end effect._")
+    return "\n".join(L) + "\n"

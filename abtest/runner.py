@@ -1,0 +1,426 @@
+"""Run prompt variants A and B over one frozen fixture, then check and judge.
+
+Each case: render the context block once (byte-identical for A and B), generate
+A and B, run deterministic checks, then the judges. Every row is stored as soon
+as it exists; the gateway's response cache makes `--resume` repeat no finished
+provider call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from .config import LoadedConfig
+from .errors import IncompleteError, UserError
+from .fixtures import Fixture, load_fixture
+from .models import Case, ModelSpec
+from .variants import (LoadedVariant, load_variant, messages_sha256, render_context,
+                       render_messages)
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class RunPlan:
+    """Everything decided before the first provider call."""
+
+    fixture: Fixture
+    a: LoadedVariant
+    b: LoadedVariant
+    gen_a: ModelSpec
+    gen_b: ModelSpec
+    judge: ModelSpec
+    contexts: dict[str, tuple[str, str]]  # case id -> (context for A, for B)
+    messages: dict[str, tuple[list[dict], list[dict]]]
+    comparison_kind: str
+    pipeline_reasons: list[str] = field(default_factory=list)
+    overflow: dict[str, list[str]] = field(default_factory=dict)  # case id -> variants
+    token_counts: dict[str, tuple[int, int]] = field(default_factory=dict)
+    token_method: str = ""
+    input_budget: int = 0
+    self_judge: bool = False
+
+
+def _git_commit(cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
+                             timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    commit = out.stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=cwd, capture_output=True,
+                           text=True, timeout=5).stdout.strip()
+    return commit + ("+dirty" if dirty else "")
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+def _spec_for(lc: LoadedConfig, lv: LoadedVariant) -> ModelSpec:
+    gen = lc.config.generator
+    return gen.model_copy(update={"model": lv.variant.model}) if lv.variant.model else gen
+
+
+def plan_run(lc: LoadedConfig, fixture_path, a_path, b_path, *, count_tokens: bool = True) -> RunPlan:
+    """Load and verify inputs; detect a pipeline change before spending anything."""
+    from .llm import check_credentials
+
+    cfg = lc.config
+    fx = load_fixture(lc.resolve(fixture_path) if not Path(fixture_path).is_absolute() and
+                      not Path(fixture_path).exists() else fixture_path)
+    if not fx.cases:
+        raise UserError("fixture has no cases", file=str(fx.path))
+    a, b = load_variant(a_path), load_variant(b_path)
+    from .variants import check_context_template
+
+    check_context_template(cfg.context_template, file=str(lc.path or "abtest.yaml"))
+    gen_a, gen_b = _spec_for(lc, a), _spec_for(lc, b)
+    for where, spec in (("generator", gen_a), ("generator", gen_b), ("judge", cfg.judge)):
+        check_credentials(spec, where=where)
+    if "quality" in cfg.judges or "keywords" in cfg.judges:
+        pass
+    reasons: list[str] = []
+    tpl_a = a.variant.context_template or cfg.context_template
+    tpl_b = b.variant.context_template or cfg.context_template
+    if tpl_a != tpl_b:
+        reasons.append("the variants assemble the context with different context templates")
+    elif a.variant.context_template is not None:
+        reasons.append("a variant overrides the configured context template")
+    contexts, messages = {}, {}
+    for case in fx.cases:
+        ca = render_context(case, tpl_a, cfg.context_separator)
+        cb = ca if tpl_b == tpl_a else render_context(case, tpl_b, cfg.context_separator)
+        contexts[case.id] = (ca, cb)
+        messages[case.id] = (render_messages(a, case, ca), render_messages(b, case, cb))
+    diff_ctx = [cid for cid, (x, y) in contexts.items() if x != y]
+    if diff_ctx and not any("context template" in r for r in reasons):
+        reasons.append(f"context bytes differ between A and B in {len(diff_ctx)} case(s)")
+    kind = "prompt"
+    if gen_a.model != gen_b.model:
+        kind = "model"
+    plan = RunPlan(fx, a, b, gen_a, gen_b, cfg.judge, contexts, messages, kind, reasons)
+    if count_tokens:
+        _budget(plan, cfg)
+    if plan.pipeline_reasons:
+        plan.comparison_kind = "pipeline_change"
+    plan.self_judge = cfg.judge.model in {gen_a.model, gen_b.model}
+    return plan
+
+
+def _budget(plan: RunPlan, cfg) -> None:
+    """Flag cases where a rendered prompt would not fit: a chunk would be cut or dropped."""
+    from .llm import LOCAL_PREFIX, count_tokens
+
+    budget = cfg.max_input_tokens
+    if plan.gen_a.model.startswith(LOCAL_PREFIX) or plan.gen_b.model.startswith(LOCAL_PREFIX):
+        from .local_model import N_CTX
+
+        budget = min(budget, N_CTX)
+    method = ""
+    for cid, (ma, mb) in plan.messages.items():
+        na, method = count_tokens(plan.gen_a.model, ma)
+        nb, _ = count_tokens(plan.gen_b.model, mb)
+        plan.token_counts[cid] = (na, nb)
+        over = []
+        if na > budget - plan.gen_a.max_tokens:
+            over.append("A")
+        if nb > budget - plan.gen_b.max_tokens:
+            over.append("B")
+        if over:
+            plan.overflow[cid] = over
+    plan.token_method = method
+    plan.input_budget = budget
+    if plan.overflow:
+        plan.pipeline_reasons.append(
+            f"{len(plan.overflow)} case(s) exceed the input budget ({budget} tokens minus max_tokens; "
+            f"counted with {method}), so a chunk would be cut or dropped")
+
+
+def dry_run(lc: LoadedConfig, plan: RunPlan) -> dict:
+    """What the run would cost, before spending anything."""
+    from .llm import estimate_cost
+
+    n = len(plan.fixture.cases)
+    judges = lc.config.judges
+    tok_a = sum(t[0] for t in plan.token_counts.values())
+    tok_b = sum(t[1] for t in plan.token_counts.values())
+    gen_calls = {plan.gen_a.model: n} if plan.gen_a.model == plan.gen_b.model else {}
+    if plan.gen_a.model == plan.gen_b.model:
+        gen_calls[plan.gen_a.model] = 2 * n
+    else:
+        gen_calls = {plan.gen_a.model: n, plan.gen_b.model: n}
+    per_case_judge = 0
+    if "pairwise" in judges:
+        per_case_judge += 2
+    if "faithfulness" in judges:
+        per_case_judge += 4
+    if "coverage" in judges:
+        per_case_judge += 2
+    for j in ("quality", "relevance", "conformance"):
+        if j in judges:
+            per_case_judge += 2
+    if "keywords" in judges:
+        per_case_judge += 1
+    judge_calls = per_case_judge * n
+    ctx_tokens = sum(len(c[0]) for c in plan.contexts.values()) // 4
+    judge_prompt_tokens = judge_calls * (ctx_tokens // max(n, 1) + 300)
+    costs = {
+        "generator": estimate_cost(plan.gen_a.model, tok_a + tok_b,
+                                   2 * n * plan.gen_a.max_tokens),
+        "judge": estimate_cost(plan.judge.model, judge_prompt_tokens,
+                               judge_calls * 150)}
+    return {"cases": n, "provider_calls": {"generator": gen_calls,
+                                           "judge": {plan.judge.model: judge_calls}},
+            "calls_per_case_max": round((2 * n + judge_calls) / n, 1) if n else 0,
+            "estimated_tokens": {"generator_prompt": tok_a + tok_b,
+                                 "generator_completion_max": 2 * n * plan.gen_a.max_tokens,
+                                 "judge_prompt_approx": judge_prompt_tokens},
+            "token_count_method": plan.token_method,
+            "estimated_cost_usd": costs,
+            "note": "upper bounds before caching; cached calls cost nothing; cost is null where "
+                    "litellm does not know the model's price",
+            "comparison_kind": plan.comparison_kind, "pipeline_reasons": plan.pipeline_reasons}
+
+
+def _config_record(lc: LoadedConfig) -> str:
+    # api_key_env holds a variable *name*, never a key; nothing secret is in the config
+    return json.dumps(lc.config.model_dump(mode="json"), sort_keys=True)
+
+
+def start_run(lc: LoadedConfig, store, plan: RunPlan, *, run_id: str | None = None,
+              resume: bool = False) -> str:
+    """Create the run row, or check that a resumed run still matches its inputs."""
+    if resume:
+        if run_id is None:
+            rows = [r for r in store.list_runs(plan.fixture.cases_sha256)
+                    if r["status"] != "complete" and r["kind"] == "frozen"]
+            if not rows:
+                raise UserError("--resume: no unfinished run for this fixture; pass --run-id")
+            run_id = rows[-1]["run_id"]
+        run = store.get_run(run_id)
+        if run is None:
+            raise UserError(f"--resume: no run {run_id!r} in the store", file=str(store.path))
+        if run["fixture_sha256"] != plan.fixture.cases_sha256:
+            raise UserError(f"fixture changed since run {run_id} started (cases_sha256 "
+                            f"{run['fixture_sha256'][:12]}… → {plan.fixture.cases_sha256[:12]}…); "
+                            "start a new run", file=str(plan.fixture.path))
+        for side, lv in (("a", plan.a), ("b", plan.b)):
+            if run[f"variant_{side}_sha256"] != lv.sha256:
+                raise UserError(f"variant {side.upper()} changed since run {run_id} started; start a "
+                                "new run", file=str(lv.path))
+        store.update_run(run_id, status="running")
+        return run_id
+    run_id = run_id or new_run_id()
+    if store.get_run(run_id) is not None:
+        raise UserError(f"run id {run_id!r} already exists; use --resume to continue it")
+    info = {"pipeline_reasons": plan.pipeline_reasons, "overflow": plan.overflow,
+            "input_budget": plan.input_budget, "token_method": plan.token_method,
+            "self_judge": plan.self_judge, "judges": lc.config.judges,
+            "python": sys.version.split()[0]}
+    store.create_run({
+        "run_id": run_id, "kind": "frozen", "fixture_name": plan.fixture.name,
+        "fixture_path": str(plan.fixture.path), "fixture_sha256": plan.fixture.cases_sha256,
+        "corpus_version": plan.fixture.manifest.corpus_version,
+        "retriever": plan.fixture.manifest.retriever, "n_cases": len(plan.fixture.cases),
+        "variant_a_name": plan.a.name, "variant_a_sha256": plan.a.sha256,
+        "variant_a_path": str(plan.a.path), "variant_b_name": plan.b.name,
+        "variant_b_sha256": plan.b.sha256, "variant_b_path": str(plan.b.path),
+        "generator_model": plan.gen_a.model if plan.gen_a.model == plan.gen_b.model
+        else f"{plan.gen_a.model} | {plan.gen_b.model}",
+        "judge_model": plan.judge.model, "comparison_kind": plan.comparison_kind,
+        "git_commit": _git_commit(Path.cwd()), "config_json": _config_record(lc),
+        "info_json": json.dumps(info, sort_keys=True)})
+    return run_id
+
+
+@dataclass
+class CaseOutcome:
+    case_id: str
+    errors: list[str] = field(default_factory=list)
+    calls: int = 0
+
+
+def _judge_case(gw, lc: LoadedConfig, store, run_id: str, case: Case, answers: dict[str, str],
+                out: CaseOutcome) -> None:
+    from . import judges as J
+    from .checks import looks_like_refusal
+
+    cfg = lc.config
+    spec = cfg.judge
+    js = cfg.judges
+
+    def put(row, claims=None):
+        row = {"run_id": run_id, **row}
+        store.put_judgment(row, claims)
+        if row.get("error"):
+            out.errors.append(f"{row['judge']}[{row['subject']}]: {row['error']}")
+
+    if "pairwise" in js:
+        for row in J.pairwise(gw, spec, case, answers["A"], answers["B"]):
+            put(row)
+    points, perr = (J.key_points_for(gw, spec, case) if "coverage" in js else (None, None))
+    for v in ("A", "B"):
+        ans = answers[v]
+        refusal = looks_like_refusal(ans)
+        if "faithfulness" in js:
+            row, claims = J.faithfulness(gw, spec, case, ans, v, refusal=refusal)
+            put(row, claims)
+        if "abstention" in js:
+            put(J.abstention(gw, spec, case, ans, v))
+        if "coverage" in js and case.answerable:
+            if perr:
+                put({"case_id": case.id, "judge": "coverage", "subject": v, "error": perr})
+            elif points:
+                put(J.coverage(gw, spec, case, ans, v, points))
+        ctx = J.context_block(case.context)
+        if "quality" in js:
+            put(J.rubric(gw, spec, case, "quality", v,
+                         {"question": case.question, "context": ctx, "answer": ans}))
+        if "relevance" in js:
+            put(J.rubric(gw, spec, case, "relevance", v, {"question": case.question, "answer": ans}))
+    if "keywords" in js and case.keywords:
+        put(J.rubric(gw, spec, case, "keywords", "case",
+                     {"question": case.question, "keywords": ", ".join(case.keywords)}))
+
+
+def _conformance(gw, lc, store, run_id, case, answers, variants, out):
+    from . import judges as J
+
+    for v, lv in variants.items():
+        if lv.variant.style and lv.variant.rubric:
+            row = J.rubric(gw, lc.config.judge, case, "conformance", v,
+                           {"rubric": lv.variant.rubric, "answer": answers[v]})
+            store.put_judgment({"run_id": run_id, **row})
+            if row.get("error"):
+                out.errors.append(f"conformance[{v}]: {row['error']}")
+
+
+def process_case(gw, lc: LoadedConfig, store, run_id: str, plan: RunPlan, case: Case) -> CaseOutcome:
+    from .checks import run_checks
+
+    out = CaseOutcome(case.id)
+    answers: dict[str, str] = {}
+    variants = {"A": plan.a, "B": plan.b}
+    specs = {"A": plan.gen_a, "B": plan.gen_b}
+    for i, v in enumerate(("A", "B")):
+        msgs = plan.messages[case.id][i]
+        ctx = plan.contexts[case.id][i]
+        res = gw.complete(specs[v], msgs, purpose=f"generate:{v}", case_id=case.id)
+        tokens = plan.token_counts.get(case.id, (None, None))[i]
+        store.put_generation({
+            "run_id": run_id, "case_id": case.id, "variant": v,
+            "context_sha256": hashlib.sha256(ctx.encode("utf-8")).hexdigest(),
+            "prompt_sha256": messages_sha256(msgs), "messages_json": json.dumps(msgs),
+            "answer": res.content if res.ok else None, "error": res.error,
+            "call_hash": res.call_hash, "model_requested": specs[v].model,
+            "model_resolved": res.model_resolved, "latency_ms": res.latency_ms,
+            "prompt_tokens": tokens, "overflow": v in plan.overflow.get(case.id, [])})
+        if not res.ok:
+            out.errors.append(f"generate[{v}]: {res.error}")
+            continue
+        answers[v] = res.content
+        store.put_checks(run_id, case.id, v,
+                         [r.model_dump() for r in run_checks(res.content, case, variants[v].variant)])
+    if len(answers) < 2:
+        return out  # unfinished case: never judged, never counted
+    _judge_case(gw, lc, store, run_id, case, answers, out)
+    if "conformance" in lc.config.judges:
+        _conformance(gw, lc, store, run_id, case, answers, variants, out)
+    return out
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    status: str
+    n_cases: int
+    unfinished: list[str]
+    provider_calls: int
+    cache_hits: int
+    seconds: float
+    comparison_kind: str
+    calls_per_case: float
+
+
+def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
+            progress: Progress | None = None, stop_after: int | None = None) -> RunResult:
+    from .llm import Gateway, ModelDriftError
+
+    cfg = lc.config
+    pinned = {}
+    for r in store.llm_calls(run_id):
+        if r["error"] is None and r["model_resolved"]:
+            pinned.setdefault(r["model_requested"], r["model_resolved"])
+    gw = Gateway(store, concurrency=cfg.concurrency, timeout_s=cfg.timeout_s,
+                 max_retries=cfg.max_retries, backoff_base_s=cfg.retry_backoff_s, run_id=run_id,
+                 pinned=pinned)
+    t0 = time.monotonic()
+    cases = plan.fixture.cases
+    done = 0
+    unfinished: list[str] = []
+    drift: list[str] = []
+    lock = threading.Lock()
+    workers = max(1, min(cfg.concurrency, len(cases)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="abtest-case") as pool:
+        futures = {pool.submit(process_case, gw, lc, store, run_id, plan, c): c for c in cases}
+        for fut in as_completed(futures):
+            case = futures[fut]
+            try:
+                oc = fut.result()
+            except ModelDriftError as exc:
+                drift.append(str(exc))
+                oc = CaseOutcome(case.id, [str(exc)])
+            with lock:
+                done += 1
+                if oc.errors:
+                    unfinished.append(case.id)
+                if progress:
+                    status = "ok" if not oc.errors else f"INCOMPLETE ({oc.errors[0][:80]})"
+                    progress(f"[{done}/{len(cases)}] {case.id}: {status}")
+    if drift:
+        store.update_run(run_id, status="incomplete", finished_at=datetime.now(timezone.utc)
+                         .replace(tzinfo=None))
+        raise UserError(drift[0])
+    status = "complete" if not unfinished else "incomplete"
+    store.update_run(run_id, status=status,
+                     finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
+    st = gw.stats
+    total_calls = sum(1 for r in store.llm_calls(run_id) if r["attempt"] in (0, 1))
+    return RunResult(run_id, status, len(cases), sorted(unfinished), st.provider_calls,
+                     st.cache_hits, time.monotonic() - t0, plan.comparison_kind,
+                     round(total_calls / len(cases), 2) if cases else 0.0)
+
+
+def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: bool = False,
+        progress: Progress | None = None) -> RunResult:
+    """Library entry point: plan, open the store, execute."""
+    from .llm import preload
+    from .store import Store
+
+    preload()  # litellm imports in the background while fixtures and prompts are checked
+    plan = plan_run(lc, fixture, a, b)
+    store = Store(lc.store_path)
+    try:
+        rid = start_run(lc, store, plan, run_id=run_id, resume=resume)
+        if progress:
+            progress(f"run {rid}: {len(plan.fixture.cases)} cases, A={plan.a.name} B={plan.b.name}, "
+                     f"generator {plan.gen_a.model}, judge {plan.judge.model}"
+                     + (f" [{plan.comparison_kind}]" if plan.comparison_kind != "prompt" else ""))
+        return execute(lc, store, plan, rid, progress=progress)
+    finally:
+        store.close()

@@ -1,0 +1,731 @@
+"""Paired statistics for A/B prompt comparison (see STATS.md).
+
+Every function is pure and returns a small frozen dataclass. Conventions that hold
+throughout, because mixing them up silently flips or inflates a result:
+
+* Differences are ``B - A`` (positive = B higher). For the paired 2x2 table the
+  estimate is ``(n10 - n01) / N`` = p(first/row condition) - p(second/column condition).
+* ``alpha`` / ``conf_level`` are passed explicitly to every library call; library
+  defaults (scipy ``correction=False``, ppi_py ``alpha=0.1``) are never relied on.
+* Degenerate inputs (no data, zero variance, no discordant pairs) never leak NaN or
+  inf: an undefined quantity is ``None`` and ``note`` says why; a test with nothing
+  observable to test reports ``p_value = 1.0``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+import numpy as np
+from scipy import optimize
+from scipy import stats as st
+from statsmodels.stats.contingency_tables import mcnemar as _sm_mcnemar
+from statsmodels.stats.inter_rater import cohens_kappa as _sm_cohens_kappa
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestIndPower, TTestPower
+from statsmodels.stats.proportion import proportion_confint
+
+__all__ = [
+    "SignTestResult", "WinRateResult", "PairedTResult", "WilcoxonResult", "McNemarResult",
+    "PairedPropCI", "TangoScoreTest", "HolmResult", "KappaResult",
+    "PositionConsistencyResult", "PairwiseCounts", "RequiredN", "MDEResult", "PowerResult",
+    "BootstrapCI", "Summary", "NonInferiorityResult",
+    "sign_test", "win_rate", "paired_t", "wilcoxon", "mcnemar", "paired_proportion_diff_ci",
+    "tango_ci", "newcombe_ci", "tango_score_test", "holm", "cohen_kappa", "cohen_kappa_table",
+    "position_consistency", "pairwise_outcome", "pairwise_outcomes", "required_n",
+    "mde_paired_t", "power_paired_t", "power_two_sample_t", "n_mcnemar_connor",
+    "bootstrap_mean_diff_ci", "summary", "noninferiority_paired_t",
+]
+
+Verdict = Literal["A", "B", "tie"] | None
+_VERDICTS = ("A", "B", "tie", None)
+
+
+def _alpha(conf_level: float) -> float:
+    if not 0.0 < conf_level < 1.0:
+        raise ValueError(f"conf_level must be in (0, 1), got {conf_level}")
+    return 1.0 - conf_level
+
+
+def _f(x) -> float | None:
+    """Plain float, or None for NaN/inf so nothing non-finite reaches a report."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _count(name: str, v) -> int:
+    if int(v) != v or v < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+    return int(v)
+
+
+def _diffs(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"a and b must be paired 1-d sequences of equal length, got {a.shape} and {b.shape}")
+    d = b - a
+    if not np.all(np.isfinite(d)):
+        raise ValueError("a and b must be finite; drop undefined pairs (and report them) before testing")
+    return d
+
+
+def _flat(d: np.ndarray) -> bool:
+    """Zero spread up to float noise: 0.2-0.1 and 0.3-0.2 differ in the last bit, and
+    scipy would turn that noise into t ~ 1e15 and p ~ 1e-32."""
+    return d.size > 0 and float(np.ptp(d)) <= 1e-12 * max(1.0, float(np.max(np.abs(d))))
+
+
+def _binom_two_sided(k_min: int, n: int) -> tuple[float, float]:
+    """Exact and mid-p two-sided p for Bin(n, 1/2) at the smaller count.
+
+    mid-p is ``2*P(X<=k) - P(X=k)`` capped at 1, which equals STATS.md's
+    ``exact - pmf(k)`` whenever the two counts differ; when they are equal the
+    exact p is capped at 1 and ``exact - pmf`` would wrongly fall below 1.
+    """
+    if n == 0:
+        return 1.0, 1.0
+    exact = float(st.binomtest(k_min, n, 0.5, alternative="two-sided").pvalue)
+    midp = min(1.0, 2.0 * float(st.binom.cdf(k_min, n, 0.5)) - float(st.binom.pmf(k_min, n, 0.5)))
+    return exact, midp
+
+
+# --------------------------------------------------------------------------- §1 preference
+
+@dataclass(frozen=True)
+class SignTestResult:
+    wins: int
+    losses: int
+    n: int                      # decisive pairs W + L (ties are excluded by design)
+    p_value: float              # exact two-sided binomial, = R binom.test
+    midp: float                 # mid-p sensitivity check
+    estimate: float             # W / (W + L); 0.5 when there are no decisive pairs
+    ci_low: float | None        # Wilson; None when W + L = 0
+    ci_high: float | None
+    conf_level: float
+    note: str | None = None
+
+
+def sign_test(wins: int, losses: int, conf_level: float = 0.95) -> SignTestResult:
+    """Exact sign test on decisive pairs; W + L = 0 is reported as p = 1, not an error."""
+    w, l = _count("wins", wins), _count("losses", losses)
+    n = w + l
+    if n == 0:
+        return SignTestResult(w, l, 0, 1.0, 1.0, 0.5, None, None, conf_level,
+                              note="no decisive pairs: sign test undefined, reported as p = 1")
+    exact, midp = _binom_two_sided(min(w, l), n)
+    ci = st.binomtest(w, n, 0.5).proportion_ci(confidence_level=conf_level, method="wilson")
+    return SignTestResult(w, l, n, exact, midp, w / n, float(ci.low), float(ci.high), conf_level)
+
+
+@dataclass(frozen=True)
+class WinRateResult:
+    wins: int
+    losses: int
+    ties: int
+    n: int
+    estimate: float             # (W + T/2) / N; 0.5 when N = 0
+    ci_low: float | None        # t-interval on scores {1, .5, 0}; None when N = 0
+    ci_high: float | None
+    conf_level: float
+    note: str | None = None
+
+
+def win_rate(wins: int, losses: int, ties: int, conf_level: float = 0.95) -> WinRateResult:
+    """Ties-as-half win rate with a t-interval: the scores are 3-valued, not binomial,
+    so a Wilson/Clopper-Pearson interval would be wrong here."""
+    w, l, t = _count("wins", wins), _count("losses", losses), _count("ties", ties)
+    n = w + l + t
+    if n == 0:
+        return WinRateResult(w, l, t, 0, 0.5, None, None, conf_level, note="no questions")
+    est = (w + t / 2) / n
+    if sum(1 for k in (w, l, t) if k) == 1:  # every score identical: zero-width interval
+        return WinRateResult(w, l, t, n, est, est, est, conf_level,
+                             note="all per-question scores equal: zero-width interval")
+    scores = np.concatenate([np.ones(w), np.full(t, 0.5), np.zeros(l)])
+    ci = st.ttest_1samp(scores, 0.5).confidence_interval(confidence_level=conf_level)
+    return WinRateResult(w, l, t, n, est, float(ci.low), float(ci.high), conf_level)
+
+
+def _check_verdict(v) -> None:
+    if v not in _VERDICTS:
+        raise ValueError(f"verdict must be 'A', 'B', 'tie' or None (judge error), got {v!r}")
+
+
+def pairwise_outcome(verdict_ab: Verdict, verdict_ba: Verdict) -> str:
+    """STATS.md §1: only agreement across both orders counts as a win; a disagreement,
+    a tie in either order or a judge error is 'tie' (no preference)."""
+    _check_verdict(verdict_ab)
+    _check_verdict(verdict_ba)
+    if verdict_ab == verdict_ba and verdict_ab in ("A", "B"):
+        return verdict_ab
+    return "tie"
+
+
+@dataclass(frozen=True)
+class PairwiseCounts:
+    wins: int                   # W: B preferred in both orders
+    losses: int                 # L: A preferred in both orders
+    ties: int                   # T: everything else (incl. inconsistent and errors)
+    n: int                      # W + L + T
+    inconsistent: int           # both runs answered but disagreed (one tie counts)
+    errors: int                 # a judge error in at least one run (counted in ties too)
+    outcomes: tuple[str, ...]   # per question, input order
+
+
+def pairwise_outcomes(verdicts_ab: Sequence[Verdict], verdicts_ba: Sequence[Verdict]) -> PairwiseCounts:
+    """W/L/T for the sign test, with inconsistencies and errors kept visible."""
+    if len(verdicts_ab) != len(verdicts_ba):
+        raise ValueError("verdicts_ab and verdicts_ba must be paired (same length)")
+    outcomes = tuple(pairwise_outcome(x, y) for x, y in zip(verdicts_ab, verdicts_ba))
+    errors = sum(1 for x, y in zip(verdicts_ab, verdicts_ba) if x is None or y is None)
+    inconsistent = sum(1 for x, y in zip(verdicts_ab, verdicts_ba)
+                       if x is not None and y is not None and x != y)
+    w, l = outcomes.count("B"), outcomes.count("A")
+    return PairwiseCounts(w, l, outcomes.count("tie"), len(outcomes), inconsistent, errors, outcomes)
+
+
+@dataclass(frozen=True)
+class PositionConsistencyResult:
+    n: int                      # questions where both runs returned a verdict
+    consistent: int             # both-A, both-B or both-tie
+    estimate: float | None      # consistent / n; None when n = 0
+    ci_low: float | None        # Wilson
+    ci_high: float | None
+    biased_to_first: int        # run1 says A (shown 1st) and run2 says B (shown 1st)
+    biased_to_second: int       # run1 says B (shown 2nd) and run2 says A (shown 2nd)
+    other_inconsistent: int     # one run tie, the other a preference
+    errors: int                 # excluded from n
+    conf_level: float
+
+
+def position_consistency(verdicts_ab: Sequence[Verdict], verdicts_ba: Sequence[Verdict],
+                         conf_level: float = 0.95) -> PositionConsistencyResult:
+    """Judge diagnostic, not an A/B metric (keep it out of Holm). Verdicts are already
+    mapped to the underlying variant; run 1 showed A first, run 2 showed B first.
+    Questions with a judge error in either run are excluded and counted in `errors`."""
+    if len(verdicts_ab) != len(verdicts_ba):
+        raise ValueError("verdicts_ab and verdicts_ba must be paired (same length)")
+    n = cons = first = second = other = errors = 0
+    for x, y in zip(verdicts_ab, verdicts_ba):
+        _check_verdict(x)
+        _check_verdict(y)
+        if x is None or y is None:
+            errors += 1
+            continue
+        n += 1
+        if x == y:
+            cons += 1
+        elif x == "A" and y == "B":
+            first += 1
+        elif x == "B" and y == "A":
+            second += 1
+        else:
+            other += 1
+    if n == 0:
+        return PositionConsistencyResult(0, 0, None, None, None, 0, 0, 0, errors, conf_level)
+    lo, hi = proportion_confint(cons, n, alpha=_alpha(conf_level), method="wilson")
+    return PositionConsistencyResult(n, cons, cons / n, float(lo), float(hi), first, second,
+                                     other, errors, conf_level)
+
+
+# --------------------------------------------------------------------------- §2/3 continuous
+
+@dataclass(frozen=True)
+class PairedTResult:
+    n: int
+    mean_diff: float | None     # mean(b - a); None when n = 0
+    estimate: float | None      # = mean_diff
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None       # two-sided; None when the test is undefined (see note)
+    t: float | None
+    df: int | None
+    d_z: float | None           # mean(d) / sd(d, ddof=1)
+    sd_d: float | None
+    conf_level: float
+    note: str | None = None
+
+
+def paired_t(a: Sequence[float], b: Sequence[float], conf_level: float = 0.95) -> PairedTResult:
+    """Paired t on d = b - a (never Welch/independent: pairing removes question difficulty).
+
+    Degenerate cases, instead of scipy's NaN: n = 0 -> everything None; n = 1 -> only
+    the estimate; all d zero (|d| <= 1e-12) -> t = 0, p = 1, CI [0, 0], d_z = 0; all d
+    equal to some c != 0 (up to float noise) -> CI [c, c], p/t/d_z None (a zero-variance
+    "p = 0" would license a claim nothing supports; the note says so).
+    """
+    alpha_ = _alpha(conf_level)
+    d = _diffs(a, b)
+    n = d.size
+    if n == 0:
+        return PairedTResult(0, None, None, None, None, None, None, None, None, None, conf_level,
+                             note="no pairs")
+    mean = float(d.mean())
+    if n == 1:
+        return PairedTResult(1, mean, mean, None, None, None, None, None, None, None, conf_level,
+                             note="one pair: no variance estimate, test undefined")
+    sd = float(d.std(ddof=1))
+    if _flat(d):
+        if np.all(np.abs(d) <= 1e-12):
+            return PairedTResult(n, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, n - 1, 0.0, 0.0, conf_level,
+                                 note="all differences zero: no difference observable")
+        return PairedTResult(n, mean, mean, mean, mean, None, None, n - 1, None, 0.0, conf_level,
+                             note="all differences equal and non-zero: zero variance, t-test undefined")
+    r = st.ttest_rel(np.asarray(b, float), np.asarray(a, float))
+    ci = r.confidence_interval(confidence_level=1.0 - alpha_)
+    return PairedTResult(n, mean, mean, float(ci.low), float(ci.high), float(r.pvalue),
+                         float(r.statistic), int(r.df), mean / sd, sd, conf_level)
+
+
+@dataclass(frozen=True)
+class WilcoxonResult:
+    statistic: float            # V = W+ (R's statistic), whatever the alternative
+    statistic_min: float | None  # min(W+, W-), scipy's two-sided statistic
+    p_value: float
+    n_used: int                 # differences entering the ranks' test (zeros dropped unless zsplit)
+    n_zero: int
+    zero_method: str
+    correction: bool
+    method: str
+    alternative: str
+    note: str | None = None
+
+
+def wilcoxon(a: Sequence[float], b: Sequence[float], zero_method: str = "wilcox",
+             correction: bool = True, method: str = "asymptotic",
+             alternative: str = "two-sided") -> WilcoxonResult:
+    """Signed-rank test on d = b - a. Defaults reproduce R ``wilcox.test(b, a, paired=TRUE)``
+    (zeros dropped, continuity correction, normal approximation), unlike scipy's defaults.
+    All-zero differences give p = 1 on every scipy version."""
+    d = _diffs(a, b)
+    n_zero = int(np.sum(d == 0))
+    nonzero = d.size - n_zero
+    n_used = d.size if zero_method == "zsplit" else nonzero
+    if nonzero == 0:
+        return WilcoxonResult(0.0, 0.0, 1.0, n_used, n_zero, zero_method, correction, method,
+                              alternative, note="all differences zero: no difference observable")
+    kw = dict(zero_method=zero_method, correction=correction, method=method)
+    r = st.wilcoxon(d, alternative=alternative, **kw)
+    v = r.statistic if alternative == "greater" else st.wilcoxon(d, alternative="greater", **kw).statistic
+    smin = r.statistic if alternative == "two-sided" else st.wilcoxon(d, **kw).statistic
+    return WilcoxonResult(float(v), _f(smin), float(r.pvalue), n_used, n_zero, zero_method,
+                          correction, method, alternative)
+
+
+@dataclass(frozen=True)
+class NonInferiorityResult:
+    n: int
+    margin: float
+    alpha: float
+    estimate: float | None      # mean(b - a)
+    ci_low: float | None        # two-sided (1 - 2*alpha) CI, e.g. 90% for alpha 0.05
+    ci_high: float | None
+    p_value: float | None       # one-sided, H1: mean(b - a) > -margin
+    t: float | None
+    df: int | None
+    noninferior: bool
+    note: str | None = None
+
+
+def noninferiority_paired_t(a: Sequence[float], b: Sequence[float], margin: float,
+                            alpha: float = 0.05) -> NonInferiorityResult:
+    """'B is no worse than A by more than margin' (STATS.md §3). The decision is
+    ``ci_low > -margin`` on the (1 - 2 alpha) CI, equivalent to one-sided p < alpha.
+    Zero variance or n < 2 never licenses the claim (noninferior False, p None)."""
+    if margin < 0:
+        raise ValueError("margin must be >= 0 (it is the tolerated loss, on the metric's scale)")
+    d = _diffs(a, b)
+    n = d.size
+    if n < 2 or _flat(d):
+        mean = float(d.mean()) if n else None
+        return NonInferiorityResult(n, margin, alpha, mean, mean if n > 1 else None,
+                                    mean if n > 1 else None, None, None, n - 1 if n > 1 else None,
+                                    False, note="fewer than 2 pairs or zero variance: test undefined")
+    one = st.ttest_1samp(d, popmean=-margin, alternative="greater")
+    ci = st.ttest_rel(np.asarray(b, float), np.asarray(a, float)).confidence_interval(
+        confidence_level=1.0 - 2.0 * alpha)
+    return NonInferiorityResult(n, margin, alpha, float(d.mean()), float(ci.low), float(ci.high),
+                                float(one.pvalue), float(one.statistic), n - 1,
+                                bool(float(ci.low) > -margin))
+
+
+@dataclass(frozen=True)
+class BootstrapCI:
+    n: int
+    estimate: float | None
+    ci_low: float | None
+    ci_high: float | None
+    conf_level: float
+    n_boot: int
+    seed: int
+    method: str
+    note: str | None = None
+
+
+def bootstrap_mean_diff_ci(a: Sequence[float], b: Sequence[float], n_boot: int = 10000,
+                           seed: int = 0, conf_level: float = 0.95,
+                           method: str = "percentile") -> BootstrapCI:
+    """Bootstrap CI of mean(b - a), a small-N / skew sensitivity check for the t CI.
+    Resampling d keeps the pairing. Seeded, so re-running a report gives the same CI;
+    report the seed. Zero variance gives a zero-width CI instead of NaN."""
+    d = _diffs(a, b)
+    n = d.size
+    if n < 2:
+        return BootstrapCI(n, float(d.mean()) if n else None, None, None, conf_level, n_boot, seed,
+                           method, note="fewer than 2 pairs")
+    mean = float(d.mean())
+    if _flat(d):
+        return BootstrapCI(n, mean, mean, mean, conf_level, n_boot, seed, method,
+                           note="all differences equal: zero-width interval")
+    r = st.bootstrap((d,), np.mean, n_resamples=n_boot, confidence_level=conf_level,
+                     method=method, vectorized=True, rng=np.random.default_rng(seed))
+    ci = r.confidence_interval
+    return BootstrapCI(n, mean, _f(ci.low), _f(ci.high), conf_level, n_boot, seed, method)
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    n_missing: int
+    average: float | None
+    median: float | None
+    p25: float | None
+    p75: float | None
+    min: float | None
+    max: float | None
+    high: int                   # >= 0.8
+    medium: int                 # 0.6 <= v < 0.8
+    low: int                    # < 0.6
+
+
+def summary(values: Sequence[float | None]) -> Summary:
+    """Per-variant descriptive summary; None/NaN are missing (counted, not averaged).
+    Percentiles use numpy's default linear interpolation."""
+    raw = list(values)
+    x = np.asarray([v for v in raw if v is not None and math.isfinite(float(v))], dtype=float)
+    missing = len(raw) - x.size
+    if x.size == 0:
+        return Summary(0, missing, None, None, None, None, None, None, 0, 0, 0)
+    p25, med, p75 = (float(v) for v in np.percentile(x, [25, 50, 75]))
+    high = int(np.sum(x >= 0.8))
+    low = int(np.sum(x < 0.6))
+    return Summary(int(x.size), missing, float(x.mean()), med, p25, p75, float(x.min()),
+                   float(x.max()), high, int(x.size) - high - low, low)
+
+
+# --------------------------------------------------------------------------- §4 binary paired
+
+@dataclass(frozen=True)
+class McNemarResult:
+    b: int                      # discordant: first (row) condition only
+    c: int                      # discordant: second (column) condition only
+    method: str
+    p_value: float              # of `method` (chi2 honours `correction`)
+    p_exact: float              # exact conditional (binomial on b + c)
+    p_midp: float               # Fagerland et al. 2013 recommended default
+    p_chi2: float               # asymptotic, no continuity correction
+    p_chi2_cc: float            # asymptotic with continuity correction (R mcnemar.test default)
+    statistic: float | None     # chi2 statistic of the chosen asymptotic variant; None if b + c = 0
+    note: str | None = None
+
+
+def mcnemar(b: int, c: int, method: str = "midp", correction: bool = False) -> McNemarResult:
+    """McNemar on the discordant counts. b + c = 0 is p = 1 for every variant
+    (statsmodels' asymptotic version returns p = 0 or NaN there)."""
+    b, c = _count("b", b), _count("c", c)
+    if method not in ("midp", "exact", "chi2"):
+        raise ValueError(f"method must be 'midp', 'exact' or 'chi2', got {method!r}")
+    if b + c == 0:
+        return McNemarResult(b, c, method, 1.0, 1.0, 1.0, 1.0, 1.0, None,
+                             note="no discordant pairs: no difference observable")
+    table = [[0, b], [c, 0]]  # concordant cells do not enter McNemar
+    p_exact = min(1.0, float(_sm_mcnemar(table, exact=True).pvalue))
+    _, p_midp = _binom_two_sided(min(b, c), b + c)
+    plain = _sm_mcnemar(table, exact=False, correction=False)
+    cc = _sm_mcnemar(table, exact=False, correction=True)
+    chosen = {"midp": p_midp, "exact": p_exact,
+              "chi2": float(cc.pvalue) if correction else float(plain.pvalue)}[method]
+    stat = float(cc.statistic) if correction else float(plain.statistic)
+    return McNemarResult(b, c, method, chosen, p_exact, p_midp, float(plain.pvalue),
+                         float(cc.pvalue), stat)
+
+
+@dataclass(frozen=True)
+class PairedPropCI:
+    n: int
+    estimate: float | None      # (n10 - n01) / N
+    ci_low: float | None
+    ci_high: float | None
+    conf_level: float
+    method: str
+
+
+def _table(n11, n10, n01, n00) -> tuple[int, int, int, int, int]:
+    cells = tuple(_count(k, v) for k, v in zip(("n11", "n10", "n01", "n00"), (n11, n10, n01, n00)))
+    return (*cells, sum(cells))
+
+
+def _tango_z(n10: int, n01: int, n: int, delta: float) -> float:
+    """Tango (1998) score statistic at H0: p10 - p01 = delta, using the constrained
+    MLE of p01. Non-finite values are clamped so root finding stays well defined."""
+    A = 2.0 * n
+    B = -n10 - n01 + (2.0 * n - n10 + n01) * delta
+    C = -n01 * delta * (1.0 - delta)
+    q01 = (math.sqrt(max(B * B - 4.0 * A * C, 0.0)) - B) / (2.0 * A)
+    num = n10 - n01 - n * delta
+    var = n * (2.0 * q01 + delta * (1.0 - delta))
+    if num == 0.0:
+        return 0.0
+    if var <= 0.0:
+        return math.copysign(1e12, num)
+    return num / math.sqrt(var)
+
+
+def tango_ci(n11: int, n10: int, n01: int, n00: int, conf_level: float = 0.95) -> PairedPropCI:
+    """Tango (1998) score interval for p10 - p01: stays inside [-1, 1] and behaves with
+    zero off-diagonal cells, where Wald fails."""
+    n11, n10, n01, n00, n = _table(n11, n10, n01, n00)
+    if n == 0:
+        return PairedPropCI(0, None, None, None, conf_level, "tango")
+    z = float(st.norm.ppf(1.0 - _alpha(conf_level) / 2.0))
+    est = (n10 - n01) / n
+    # z(delta) decreases in delta; lower limit solves z = +zc, upper solves z = -zc.
+    lo_end, hi_end = -1.0, 1.0
+    f_lo = lambda dl: _tango_z(n10, n01, n, dl) - z  # noqa: E731
+    f_hi = lambda dl: _tango_z(n10, n01, n, dl) + z  # noqa: E731
+    low = lo_end if f_lo(lo_end) <= 0 else optimize.brentq(f_lo, lo_end, est, xtol=1e-12)
+    high = hi_end if f_hi(hi_end) >= 0 else optimize.brentq(f_hi, est, hi_end, xtol=1e-12)
+    return PairedPropCI(n, est, float(low), float(high), conf_level, "tango")
+
+
+def newcombe_ci(n11: int, n10: int, n01: int, n00: int, conf_level: float = 0.95,
+                phi_correction: bool = True) -> PairedPropCI:
+    """Newcombe (1998) square-and-add of the two marginal Wilson intervals, with the
+    correlation phi (method 10 uses the continuity-corrected phi; phi_correction=False
+    gives the uncorrected-phi variant, 'method 8' in the vectors)."""
+    n11, n10, n01, n00, n = _table(n11, n10, n01, n00)
+    name = "newcombe" if phi_correction else "newcombe8"
+    if n == 0:
+        return PairedPropCI(0, None, None, None, conf_level, name)
+    alpha_ = _alpha(conf_level)
+    x1, x2 = n11 + n10, n11 + n01          # positive under first / second condition
+    p1, p2 = x1 / n, x2 / n
+    l1, u1 = proportion_confint(x1, n, alpha=alpha_, method="wilson")
+    l2, u2 = proportion_confint(x2, n, alpha=alpha_, method="wilson")
+    margins = float(x1) * (n - x1) * x2 * (n - x2)
+    cross = float(n11) * n00 - float(n10) * n01
+    if margins == 0.0:
+        phi = 0.0
+    elif phi_correction and cross > 0:
+        phi = max(cross - n / 2.0, 0.0) / math.sqrt(margins)
+    else:
+        phi = cross / math.sqrt(margins)
+    est = p1 - p2
+    dl = math.sqrt(max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0.0))
+    du = math.sqrt(max((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0.0))
+    return PairedPropCI(n, est, max(-1.0, est - dl), min(1.0, est + du), conf_level, name)
+
+
+def paired_proportion_diff_ci(n11: int, n10: int, n01: int, n00: int, method: str = "tango",
+                              conf_level: float = 0.95) -> PairedPropCI:
+    """CI for p(first) - p(second) on a paired 2x2 table; n10 = positive under the first
+    condition only. Tango is the primary choice; 'newcombe' = method 10,
+    'newcombe8' = uncorrected phi."""
+    if method == "tango":
+        return tango_ci(n11, n10, n01, n00, conf_level)
+    if method == "newcombe":
+        return newcombe_ci(n11, n10, n01, n00, conf_level, phi_correction=True)
+    if method == "newcombe8":
+        return newcombe_ci(n11, n10, n01, n00, conf_level, phi_correction=False)
+    raise ValueError(f"method must be 'tango', 'newcombe' or 'newcombe8', got {method!r}")
+
+
+@dataclass(frozen=True)
+class TangoScoreTest:
+    n: int
+    delta0: float
+    estimate: float             # (n10 - n01) / N
+    z: float
+    p_greater: float            # H1: p10 - p01 > delta0, norm.sf(z)
+    p_less: float               # H1: p10 - p01 < delta0, norm.cdf(z)
+
+
+def tango_score_test(n11: int, n10: int, n01: int, n00: int, delta0: float) -> TangoScoreTest:
+    """Score test at a non-zero null (binary non-inferiority, STATS.md §4). Pick the
+    one-sided p that matches the direction of the claim."""
+    n11, n10, n01, n00, n = _table(n11, n10, n01, n00)
+    if n == 0:
+        raise ValueError("empty table")
+    if not -1.0 < delta0 < 1.0:
+        raise ValueError("delta0 must be in (-1, 1)")
+    z = _tango_z(n10, n01, n, delta0)
+    return TangoScoreTest(n, delta0, (n10 - n01) / n, z, float(st.norm.sf(z)), float(st.norm.cdf(z)))
+
+
+# --------------------------------------------------------------------------- §5 Holm
+
+@dataclass(frozen=True)
+class HolmResult:
+    p_values: tuple[float, ...]
+    p_adjusted: tuple[float, ...]   # input order
+    reject: tuple[bool, ...]
+    alpha: float
+
+
+def holm(pvalues: Sequence[float], alpha: float = 0.05) -> HolmResult:
+    """Holm step-down adjustment over the pre-declared family, adjusted p in input order.
+
+    Boundary convention: reject when ``p_adj <= alpha`` (statsmodels'); an adjusted p of
+    exactly alpha IS rejected, unlike the strict '<' of many R reports (vector holm_six).
+    """
+    p = [float(x) for x in pvalues]
+    if any(not (0.0 <= x <= 1.0) for x in p):
+        raise ValueError(f"p-values must be in [0, 1] (no None/NaN), got {p}")
+    if not p:
+        return HolmResult((), (), (), alpha)
+    reject, padj, _, _ = multipletests(p, alpha=alpha, method="holm")
+    return HolmResult(tuple(p), tuple(float(x) for x in padj), tuple(bool(x) for x in reject), alpha)
+
+
+# --------------------------------------------------------------------------- agreement
+
+@dataclass(frozen=True)
+class KappaResult:
+    n: int
+    kappa: float | None         # None when p_expected = 1 (both raters constant)
+    estimate: float | None      # = kappa
+    p_observed: float | None
+    p_expected: float | None
+    se: float | None            # asymptotic SE (Fleiss et al.), used for the CI
+    ci_low: float | None
+    ci_high: float | None
+    conf_level: float
+    labels: tuple
+    note: str | None = None
+
+
+def cohen_kappa_table(table, conf_level: float = 0.95, labels: tuple = ()) -> KappaResult:
+    """Unweighted Cohen's kappa with an asymptotic-SE Wald CI at conf_level."""
+    t = np.asarray(table, dtype=float)
+    if t.ndim != 2 or t.shape[0] != t.shape[1] or np.any(t < 0):
+        raise ValueError("table must be a square matrix of non-negative counts")
+    n = int(t.sum())
+    if n == 0:
+        return KappaResult(0, None, None, None, None, None, None, None, conf_level, labels, note="no items")
+    po = float(np.trace(t) / n)
+    pe = float((t.sum(0) * t.sum(1)).sum() / n / n)
+    if pe >= 1.0:
+        return KappaResult(n, None, None, po, pe, None, None, None, conf_level, labels,
+                           note="both raters used one and the same label: kappa undefined")
+    r = _sm_cohens_kappa(t)
+    kappa = float(r.kappa)
+    se = _f(math.sqrt(r.var_kappa)) if r.var_kappa >= 0 else None
+    z = float(st.norm.ppf(1.0 - _alpha(conf_level) / 2.0))
+    lo = hi = None
+    if se is not None:
+        lo, hi = max(-1.0, kappa - z * se), min(1.0, kappa + z * se)
+    return KappaResult(n, kappa, kappa, po, pe, se, lo, hi, conf_level, labels)
+
+
+def cohen_kappa(x: Sequence, y: Sequence, conf_level: float = 0.95) -> KappaResult:
+    """Kappa between two raters' label sequences (e.g. judge vs human); pairs with a
+    None label are dropped, because a missing label is not a disagreement."""
+    if len(x) != len(y):
+        raise ValueError("x and y must be paired (same length)")
+    pairs = [(u, v) for u, v in zip(x, y) if u is not None and v is not None]
+    labels = tuple(sorted({u for u, _ in pairs} | {v for _, v in pairs}, key=str))
+    idx = {lab: i for i, lab in enumerate(labels)}
+    t = np.zeros((len(labels), len(labels)))
+    for u, v in pairs:
+        t[idx[u], idx[v]] += 1
+    return cohen_kappa_table(t, conf_level=conf_level, labels=labels)
+
+
+# --------------------------------------------------------------------------- §7 power / MDE
+
+@dataclass(frozen=True)
+class RequiredN:
+    n: int                      # ceil(n_exact), at least 2
+    n_exact: float
+    d_z: float | None           # standardized effect used (None for Connor)
+    alpha: float
+    power: float
+
+
+@dataclass(frozen=True)
+class MDEResult:
+    n: int
+    d_z: float                  # detectable standardized mean difference
+    mde: float | None           # d_z * sd_d, on the metric's scale
+    sd_d: float | None
+    alpha: float
+    power: float
+
+
+@dataclass(frozen=True)
+class PowerResult:
+    power: float
+    effect_size: float
+    n: int
+    alpha: float
+
+
+def required_n(delta: float | None = None, sd_d: float | None = None, *, d_z: float | None = None,
+               alpha: float = 0.05, power: float = 0.8,
+               alternative: str = "two-sided") -> RequiredN:
+    """Pairs needed for a paired t to detect ``delta`` given pilot ``sd_d`` (or a given
+    d_z). Size alpha at alpha/m when the metric sits in a Holm family of m."""
+    if d_z is None:
+        if delta is None or sd_d is None or sd_d <= 0:
+            raise ValueError("give delta and a positive sd_d, or d_z")
+        d_z = delta / sd_d
+    if d_z == 0:
+        raise ValueError("a zero effect needs infinitely many pairs")
+    n_exact = float(TTestPower().solve_power(effect_size=abs(d_z), nobs=None, alpha=alpha,
+                                             power=power, alternative=alternative))
+    return RequiredN(max(2, math.ceil(n_exact)), n_exact, float(d_z), alpha, power)
+
+
+def mde_paired_t(n: int, sd_d: float | None = None, alpha: float = 0.05, power: float = 0.8,
+                 alternative: str = "two-sided") -> MDEResult:
+    """Smallest paired difference N pairs detect with the given power: the honest
+    companion of a non-significant p."""
+    if n < 2:
+        raise ValueError("need at least 2 pairs")
+    dz = float(TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power,
+                                        alternative=alternative))
+    return MDEResult(n, dz, dz * sd_d if sd_d is not None else None, sd_d, alpha, power)
+
+
+def power_paired_t(d_z: float, n: int, alpha: float = 0.05,
+                   alternative: str = "two-sided") -> PowerResult:
+    """Noncentral-t power of the paired t (matches G*Power 'matched pairs')."""
+    p = float(TTestPower().power(effect_size=d_z, nobs=n, alpha=alpha, alternative=alternative))
+    return PowerResult(p, d_z, n, alpha)
+
+
+def power_two_sample_t(d: float, n_per_group: int, alpha: float = 0.05,
+                       alternative: str = "two-sided") -> PowerResult:
+    """Two-sample t power, for comparison with published tables only (abtest's data are
+    paired). Counts both rejection regions; R's power.t.test counts one (diff < 1e-6)."""
+    p = float(TTestIndPower().power(effect_size=d, nobs1=n_per_group, ratio=1.0, alpha=alpha,
+                                    alternative=alternative))
+    return PowerResult(p, d, n_per_group, alpha)
+
+
+def n_mcnemar_connor(p10: float, p01: float, alpha: float = 0.05, power: float = 0.8) -> RequiredN:
+    """Connor (1987) pairs needed for a two-sided McNemar, from the expected discordant
+    cell probabilities."""
+    psi, delta = p10 + p01, p10 - p01
+    if not (0 < psi <= 1) or p10 < 0 or p01 < 0:
+        raise ValueError("p10 and p01 must be non-negative with 0 < p10 + p01 <= 1")
+    if delta == 0:
+        raise ValueError("p10 == p01: no difference to detect")
+    za, zb = st.norm.ppf(1 - alpha / 2), st.norm.ppf(power)
+    n_exact = float((za * math.sqrt(psi) + zb * math.sqrt(psi - delta ** 2)) ** 2 / delta ** 2)
+    return RequiredN(math.ceil(n_exact), n_exact, None, alpha, power)

@@ -1,0 +1,146 @@
+"""Prompt variants: load, validate, render, snapshot.
+
+The context block is rendered once per case by abtest (never by a variant), so A
+and B receive byte-identical context; its sha256 is stored with every generation.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import UserError, pydantic_error_line
+from .models import Case, Variant
+
+TEMPLATE_VARS = {"question", "context", "chunks", "case"}
+CONTEXT_VARS = {"chunk", "index", "case"}
+
+
+@dataclass(frozen=True)
+class LoadedVariant:
+    variant: Variant
+    path: Path
+    sha256: str  # of the file bytes: the prompt version
+
+    @property
+    def name(self) -> str:
+        return self.variant.name
+
+
+@lru_cache(maxsize=None)
+def _env():
+    import jinja2
+
+    return jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                              autoescape=False)
+
+
+def _check_template(src: str, allowed: set[str], *, file: str, field: str) -> None:
+    import jinja2
+    from jinja2 import meta
+
+    env = _env()
+    try:
+        ast = env.parse(src)
+    except jinja2.TemplateSyntaxError as exc:
+        raise UserError(f"template syntax error: {exc.message}", file=file,
+                        where=f"template line {exc.lineno}", field=field) from None
+    unknown = meta.find_undeclared_variables(ast) - allowed
+    if unknown:
+        raise UserError(f"unknown template variable(s) {', '.join(sorted(unknown))}; available: "
+                        f"{', '.join(sorted(allowed))}", file=file, field=field)
+
+
+def check_context_template(src: str, *, file: str = "abtest.yaml",
+                           field: str = "context_template") -> None:
+    _check_template(src, CONTEXT_VARS, file=file, field=field)
+
+
+def load_variant(path: str | os.PathLike) -> LoadedVariant:
+    from pydantic import ValidationError
+
+    from .config import read_yaml
+
+    path = Path(path)
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise UserError("expected a mapping with name, system, user", file=str(path))
+    try:
+        variant = Variant.model_validate(data)
+    except ValidationError as exc:
+        raise pydantic_error_line(exc, file=str(path)) from None
+    _check_template(variant.system, TEMPLATE_VARS, file=str(path), field="system")
+    _check_template(variant.user, TEMPLATE_VARS, file=str(path), field="user")
+    if variant.context_template is not None:
+        check_context_template(variant.context_template, file=str(path), field="context_template")
+    try:
+        from .checks import validate_patterns
+    except ImportError:  # pragma: no cover - checks module always ships
+        validate_patterns = None
+    if validate_patterns is not None:
+        try:
+            validate_patterns(variant)
+        except UserError as exc:
+            exc.file = exc.file or str(path)
+            raise UserError(exc.message, file=str(path), where=exc.where, field=exc.field) from None
+    return LoadedVariant(variant, path, hashlib.sha256(path.read_bytes()).hexdigest())
+
+
+def render_context(case: Case, template: str, separator: str = "\n\n") -> str:
+    """The one context block both variants receive."""
+    import jinja2
+
+    tpl = _env().from_string(template)
+    parts = []
+    for i, chunk in enumerate(case.context):
+        try:
+            parts.append(tpl.render(chunk=chunk, index=i + 1, case=case))
+        except jinja2.UndefinedError as exc:
+            raise UserError(f"context_template: {exc.message}", where=f"case {case.id}") from None
+    return separator.join(parts)
+
+
+def render_messages(lv: LoadedVariant, case: Case, context_block: str) -> list[dict]:
+    import jinja2
+
+    env = _env()
+    values = {"question": case.question, "context": context_block,
+              "chunks": [c.model_dump() for c in case.context], "case": case.model_dump()}
+    msgs = []
+    for role, src in (("system", lv.variant.system), ("user", lv.variant.user)):
+        if role == "system" and not src.strip():
+            continue
+        try:
+            text = env.from_string(src).render(**values)
+        except jinja2.UndefinedError as exc:
+            raise UserError(exc.message or "undefined template value", file=str(lv.path),
+                            where=f"case {case.id}", field=role) from None
+        msgs.append({"role": role, "content": text})
+    return msgs
+
+
+def messages_sha256(messages: list[dict]) -> str:
+    return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False)
+                          .encode("utf-8")).hexdigest()
+
+
+def messages_text(messages: list[dict]) -> str:
+    """Readable, byte-faithful rendering of messages for snapshots and diffs."""
+    out = []
+    for m in messages:
+        out.append(f"===== {m['role']} =====\n{m['content']}")
+        if not m["content"].endswith("\n"):
+            out.append("\n")
+        else:
+            out.append("")
+    return "\n".join(out)
+
+
+def unified_diff(a_text: str, b_text: str, a_name: str, b_name: str) -> str:
+    return "".join(difflib.unified_diff(a_text.splitlines(keepends=True),
+                                        b_text.splitlines(keepends=True), a_name, b_name))

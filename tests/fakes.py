@@ -1,0 +1,174 @@
+"""A scripted fake provider registered like a real one, so the real litellm path runs.
+
+Generation: a variant whose system prompt says "Answer only from the context"
+answers with a citation; any other answers without one. Judges: answers derived
+from the prompt, deterministic. Tests can override any behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Callable
+
+from abtest.fixtures import write_fixture
+from abtest.models import Case, Chunk
+
+CONFIG = """\
+generator: {model: fake/gen, temperature: 0, max_tokens: 200}
+judge: {model: fake/judge, temperature: 0}
+concurrency: 4
+timeout_s: 10
+max_retries: 2
+retry_backoff_s: 0.01
+store: results/abtest.duckdb
+judges: [pairwise, faithfulness, coverage, abstention]
+"""
+
+VARIANT_A = """\
+name: plain
+system: |
+  You are a helpful assistant.
+user: |
+  Context:
+  {{ context }}
+
+  Question: {{ question }}
+"""
+
+VARIANT_B = """\
+name: grounded
+system: |
+  Answer only from the context. Cite chunks as [chunk-id]. If the context does not
+  contain the answer, say "I don't know based on the provided documents."
+user: |
+  <context>
+  {{ context }}
+  </context>
+  <question>{{ question }}</question>
+"""
+
+
+def small_cases() -> list[Case]:
+    base = dict(corpus_version="v1", retriever="test")
+    return [
+        Case(id="q1", question="Where is Normandy?", answerable=True, category="factual",
+             context=[Chunk(id="c1", text="Normandy is a region in France."),
+                      Chunk(id="c2", text="Rollo was a Viking leader.")],
+             reference_answer="France", expected_citations=["c1"], relevant_chunk_ids=["c1"], **base),
+        Case(id="q2", question="Who was Rollo?", answerable=True, category="factual",
+             context=[Chunk(id="c2", text="Rollo was a Viking leader."),
+                      Chunk(id="c3", text="The Normans spoke French.")],
+             key_points=["Rollo was a Viking leader"], expected_citations=["c2"], **base),
+        Case(id="q3", question="What language did the Normans speak?", answerable=True,
+             category="factual", context=[Chunk(id="c3", text="The Normans spoke French.")],
+             reference_answer="French", **base),
+        Case(id="q4", question="What is the capital of Mars?", answerable=False,
+             category="out_of_scope", context=[Chunk(id="c1", text="Normandy is a region in France.")],
+             **base),
+    ]
+
+
+def make_project(root: Path, cases: list[Case] | None = None, config: str = CONFIG) -> Path:
+    (root / "variants").mkdir(parents=True, exist_ok=True)
+    (root / "results").mkdir(exist_ok=True)
+    (root / "abtest.yaml").write_text(config)
+    (root / "variants" / "a.yaml").write_text(VARIANT_A)
+    (root / "variants" / "b.yaml").write_text(VARIANT_B)
+    write_fixture(root / "fixtures" / "small", cases or small_cases(), corpus_version="v1",
+                  retriever="test")
+    return root
+
+
+def _tag(text: str, name: str) -> str:
+    m = re.search(rf"<{name}>\n?(.*?)\n?</{name}>", text, re.S)
+    return m.group(1) if m else ""
+
+
+class Brain:
+    """The fake model's behaviour; attributes are hooks tests can replace."""
+
+    def __init__(self):
+        self.calls: list[dict] = []
+        self.lock = threading.Lock()
+        self.override: Callable[[list[dict], dict], object] | None = None
+
+    def __call__(self, messages: list[dict], req: dict):
+        with self.lock:
+            self.calls.append({"messages": messages, "req": req})
+        if self.override is not None:
+            out = self.override(messages, req)
+            if out is not None:
+                return out
+        fmt = req.get("response_format") or {}
+        name = (fmt.get("json_schema") or {}).get("name")
+        prompt = messages[-1]["content"]
+        if name is None:
+            return self.generate(messages)
+        return getattr(self, f"j_{name}")(prompt)
+
+    def generate(self, messages):
+        system = next((m["content"] for m in messages if m["role"] == "system"), "")
+        user = messages[-1]["content"]
+        ids = re.findall(r"^\[([^\]]+)\] ", user, re.M)
+        texts = re.findall(r"^\[[^\]]+\] (.*)$", user, re.M)
+        if "Mars" in user:
+            if "Answer only from the context" in system:
+                return "I don't know based on the provided documents."
+            return "The capital of Mars is Olympus City."
+        if "Answer only from the context" in system:
+            return f"{texts[0]} [{ids[0]}]" if ids else "I don't know."
+        return texts[0] if texts else "No idea."
+
+    def j_pairwiseverdict(self, prompt):
+        r1, r2 = _tag(prompt, "response_1"), _tag(prompt, "response_2")
+        if ("[" in r1) == ("[" in r2):
+            return {"winner": "tie", "margin": 0.0, "rationale": "same"}
+        return {"winner": "1" if "[" in r1 else "2", "margin": 0.8, "rationale": "cites"}
+
+    def j_claims(self, prompt):
+        ans = _tag(prompt, "answer")
+        ans = re.sub(r"\s*\[[^\]]+\]", "", ans).strip()
+        return {"claims": [ans] if ans else []}
+
+    def j_claimverdicts(self, prompt):
+        ctx = _tag(prompt, "context")
+        claims = re.findall(r"^(\d+)\. (.*)$", _tag(prompt, "claims"), re.M)
+        out = []
+        for num, claim in claims:
+            m = re.search(rf"^\[([^\]]+)\] {re.escape(claim)}", ctx, re.M)
+            out.append({"claim": int(num), "verdict": "supported" if m else "not_in_context",
+                        "chunk_id": m.group(1) if m else None})
+        return {"verdicts": out}
+
+    def j_coverage(self, prompt):
+        pts = re.findall(r"^(\d+)\. (.*)$", _tag(prompt, "key_points"), re.M)
+        ans = _tag(prompt, "answer").lower()
+        return {"points": [{"point": int(n), "covered": p.lower().split()[0] in ans} for n, p in pts]}
+
+    def j_keypoints(self, prompt):
+        return {"key_points": [_tag(prompt, "reference_answer")]}
+
+    def j_abstained(self, prompt):
+        return {"abstained": "know" in _tag(prompt, "answer").lower()}
+
+    def j_score(self, prompt):
+        return {"score": 0.75, "explanation": "fine"}
+
+
+def install(brain: Brain | None = None) -> Brain:
+    from abtest.llm import register_scripted_provider
+
+    brain = brain or Brain()
+    register_scripted_provider("fake", brain)
+    return brain
+
+
+def provider_calls(brain: Brain) -> int:
+    return len(brain.calls)
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, sort_keys=True)
