@@ -4,7 +4,7 @@ Layout of an index file (plain tables, so users can inspect it with SQL):
 
     meta    (schema_version, tokenizer, n_docs, avgdl, k1, b, created_at, corpus_sha256)
     chunks  (doc, id, title, text, metadata JSON, length, terms)
-    terms   (term, df, idf)
+    terms   (term, df, idf, topw: the largest 32 weights of the term, for pruning)
     tokens  (doc, term, tf, w)
 
 `doc` is a dense integer numbered in `id` order, so ranking ties break by chunk id
@@ -29,7 +29,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import duckdb
@@ -44,6 +44,8 @@ K1 = 1.2
 B = 0.75
 DNF_LIMIT = 256  # beyond this many alternatives a query is evaluated on its own
 _BATCH_ROWS = 20_000
+_TOPW = 32  # per-term top weights kept for pruning; k above this disables pruning
+_SCORE_MARGIN = 1e-5  # keeps pruning exact despite 6-decimal rounding of scores
 
 
 class IndexHit(NamedTuple):
@@ -121,8 +123,12 @@ class IndexStore:
 
     # ------------------------------------------------------------ build
 
-    def build(self, chunks: Iterable[Any], *, corpus_sha256: str | None = None) -> dict[str, Any]:
+    def build(self, chunks: Iterable[Any], *,
+              corpus_sha256: str | Callable[[], str | None] | None = None) -> dict[str, Any]:
         """Replace the index contents with `chunks` (dicts or objects: id, text, title?, metadata?).
+
+        `corpus_sha256` may be a callable, read once `chunks` is exhausted, so a caller
+        can hash the corpus file while streaming it.
 
         Tokenising happens here in Python; everything else (posting lists, df, BM25
         weights) is set-based SQL inside one transaction, so a crash leaves the old
@@ -157,6 +163,8 @@ class IndexStore:
                            metadata::JSON AS metadata, length, terms
                     FROM _stage ORDER BY doc""")
                 con.execute("DROP TABLE _stage")
+                if callable(corpus_sha256):
+                    corpus_sha256 = corpus_sha256()
                 n_docs, avgdl = con.execute(
                     "SELECT count(*), coalesce(avg(length), 0) FROM chunks").fetchall()[0]
                 con.execute("""
@@ -178,6 +186,14 @@ class IndexStore:
                     ORDER BY p.term, p.doc""",
                             {"k1": K1, "b": B, "avgdl": avgdl if avgdl > 0 else 1.0})
                 con.execute("DROP TABLE _postings")
+                con.execute(f"""
+                    CREATE TABLE _terms2 AS
+                    SELECT t.term, t.df, t.idf, w.topw
+                    FROM terms t JOIN (SELECT term, list(w ORDER BY w DESC)[1:{_TOPW}] AS topw
+                                       FROM tokens GROUP BY term) w USING (term)
+                    ORDER BY t.term""")
+                con.execute("DROP TABLE terms")
+                con.execute("ALTER TABLE _terms2 RENAME TO terms")
                 con.execute("CREATE INDEX tokens_term ON tokens (term)")
                 con.execute("""
                     CREATE TABLE meta AS SELECT
@@ -266,15 +282,49 @@ class IndexStore:
 
     def _search_simple(self, batch: list[tuple[Hashable, list[str]]], k: int
                        ) -> dict[Hashable, list[IndexHit]]:
-        """Plain OR of terms (what capture sends): every posting hit matches, no DNF needed."""
-        qi = np.array([i for i, (_, terms) in enumerate(batch) for _ in terms], dtype=np.int32)
-        qt = np.array([t for _, terms in batch for t in terms], dtype=object)
-        name = f"_qsimple{next(_counter)}"
-        self.con.register(name, {"qi": qi, "term": qt})
+        """Plain OR of terms (what capture sends), with exact MaxScore-style pruning.
+
+        L = the k-th largest weight in any one query term's posting list is a lower
+        bound on the k-th best score (k distinct docs each score at least L). Terms
+        whose summed maximum weights stay below L cannot lift a document into the
+        top k on their own, so only documents holding one of the other ("essential")
+        terms are scored. This skips most postings of very common words; results are
+        identical to scoring everything.
+        """
+        terms = sorted({t for _, ts in batch for t in ts})
+        info = {t: (maxw, kth) for t, maxw, kth in self.con.execute(
+            "SELECT term, topw[1], CASE WHEN len(topw) >= $k THEN topw[$k] ELSE 0 END "
+            "FROM terms WHERE term IN (SELECT unnest($t::VARCHAR[]))",
+            {"k": k, "t": terms}).fetchall()}
+        qall: list[tuple[int, str]] = []
+        qess: list[tuple[int, str]] = []
+        for qi, (_, ts) in enumerate(batch):
+            ts = [t for t in ts if t in info]
+            lower = max((info[t][1] for t in ts), default=0.0)
+            cum = 0.0
+            for t in sorted(ts, key=lambda t: (info[t][0], t)):
+                cum += info[t][0]
+                if cum >= lower - _SCORE_MARGIN:
+                    qess.append((qi, t))
+                qall.append((qi, t))
+        if not qall:
+            return {qid: [] for qid, _ in batch}
+
+        def view(rows: list[tuple[int, str]]) -> dict[str, np.ndarray]:
+            return {"qi": np.array([r[0] for r in rows], dtype=np.int32),
+                    "term": np.array([r[1] for r in rows], dtype=object)}
+
+        tag = next(_counter)
+        self.con.register(f"_qall{tag}", view(qall))
+        self.con.register(f"_qess{tag}", view(qess))
+        prune = "" if len(qess) == len(qall) else f"""
+            WHERE (q.qi, t.doc) IN (SELECT DISTINCT e.qi, x.doc FROM _qess{tag} e
+                                    JOIN tokens x ON x.term = e.term)"""
         sql = f"""
         WITH scored AS (
             SELECT q.qi, t.doc, round(sum(t.w), 6) AS score
-            FROM {name} q JOIN tokens t ON t.term = q.term GROUP BY q.qi, t.doc
+            FROM _qall{tag} q JOIN tokens t ON t.term = q.term {prune}
+            GROUP BY q.qi, t.doc
         ),
         top AS (
             SELECT qi, doc, score FROM scored
@@ -287,7 +337,8 @@ class IndexStore:
         try:
             rows = self.con.execute(sql, {"k": k}).fetchall()
         finally:
-            self.con.unregister(name)
+            self.con.unregister(f"_qall{tag}")
+            self.con.unregister(f"_qess{tag}")
         return _collect(rows, [qid for qid, _ in batch])
 
     def _search_batch(self, batch: list, k: int) -> dict[Hashable, list[IndexHit]]:

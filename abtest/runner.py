@@ -234,7 +234,7 @@ def start_run(lc: LoadedConfig, store, plan: RunPlan, *, run_id: str | None = No
             "python": sys.version.split()[0]}
     store.create_run({
         "run_id": run_id, "kind": "frozen", "fixture_name": plan.fixture.name,
-        "fixture_path": str(plan.fixture.path), "fixture_sha256": plan.fixture.cases_sha256,
+        "fixture_path": str(plan.fixture.path.resolve()), "fixture_sha256": plan.fixture.cases_sha256,
         "corpus_version": plan.fixture.manifest.corpus_version,
         "retriever": plan.fixture.manifest.retriever, "n_cases": len(plan.fixture.cases),
         "variant_a_name": plan.a.name, "variant_a_sha256": plan.a.sha256,

@@ -1,0 +1,851 @@
+"""Self-contained HTML report: the Markdown sections plus three inline SVG plots.
+
+One file, no external CSS/JS/fonts/images and no script at all: the page is fully
+readable offline and in any browser. Every value taken from the report dict goes
+through ``esc`` (``html.escape(..., quote=True)``) before it reaches the page; numbers
+used as SVG coordinates are validated as finite floats first. The output is also
+well-formed XML (void elements self-closed, only XML character references), which the
+tests use to check that no answer text can break the document structure.
+
+Plots (differences are B − A):
+  * ``svg#forest-plot``  — paired difference with its CI per metric, zero line;
+  * ``svg#pairwise-bar`` — B wins / A wins / no preference / position-inconsistent;
+  * ``svg#case-scatter`` — per-case faithfulness, A on x, B on y, with the diagonal.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import math
+from typing import Any, Iterable
+
+__all__ = ["render_html", "esc"]
+
+# Okabe–Ito colours (colour-blind safe).
+C_B = "#0072B2"      # B better / B wins
+C_A = "#D55E00"      # A better / A wins
+C_TIE = "#999999"
+C_INCONS = "#E69F00"
+C_EQUAL = "#555555"
+
+CSS = """
+:root{--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--bg2:#f6f8fa;--pass:#1a7f37;--fail:#cf222e;
+--warn:#9a6700;--na:#6e7781}
+*{box-sizing:border-box}
+body{margin:0;font:15px/1.5 -apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,"Helvetica Neue",
+Arial,"DejaVu Sans",sans-serif;color:var(--fg);background:#fff}
+main{max-width:1100px;margin:0 auto;padding:24px 28px 48px}
+h1{font-size:1.6em;margin:0 0 .4em;overflow-wrap:anywhere}
+h2{font-size:1.25em;margin:2em 0 .6em;padding-bottom:.25em;border-bottom:1px solid var(--line)}
+h3{font-size:1.05em;margin:1.4em 0 .4em}
+code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace;
+font-size:.9em}
+pre{background:var(--bg2);border:1px solid var(--line);border-radius:6px;padding:10px 12px;
+overflow-x:auto;white-space:pre-wrap;overflow-wrap:anywhere}
+dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;margin:0}
+dl.meta dt{color:var(--muted)}
+dl.meta dd{margin:0;overflow-wrap:anywhere}
+nav.toc{margin:14px 0 0;font-size:.9em}
+nav.toc a{margin-right:12px;color:#0969da;text-decoration:none;white-space:nowrap}
+.table-wrap{overflow-x:auto;margin:.4em 0 1em}
+table{border-collapse:collapse;font-size:.9em;min-width:50%}
+th,td{border:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top}
+th{background:var(--bg2);font-weight:600}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.na{color:var(--na)}
+.badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:.85em;font-weight:600;
+color:#fff;background:var(--na)}
+.badge.pass,.badge.PASS{background:var(--pass)}
+.badge.fail,.badge.FAIL{background:var(--fail)}
+.badge.INCOMPLETE{background:var(--warn)}
+.badge.not_applicable{background:var(--na)}
+.callout{border-left:4px solid var(--line);background:var(--bg2);padding:8px 12px;margin:10px 0;
+border-radius:0 6px 6px 0}
+.callout.ok{border-color:var(--pass)}
+.callout.no{border-color:var(--fail)}
+.callout.warn{border-color:var(--warn)}
+.note{color:var(--muted);font-size:.9em}
+figure{margin:14px 0 22px}
+figcaption{color:var(--muted);font-size:.88em;margin-top:4px;max-width:860px}
+svg{max-width:100%;height:auto;font-family:inherit}
+svg text{fill:var(--fg)}
+details{margin:2px 0}
+details summary{cursor:pointer}
+.answer{white-space:pre-wrap;overflow-wrap:anywhere;background:var(--bg2);border:1px solid var(--line);
+border-radius:4px;padding:4px 6px;margin:3px 0;font-size:.95em}
+.diff .add{color:#116329;background:#dafbe1}
+.diff .del{color:#82071e;background:#ffebe9}
+.diff .hunk{color:#0550ae}
+.incident{border:1px solid var(--line);border-left:4px solid var(--fail);border-radius:6px;
+padding:8px 12px;margin:10px 0}
+tr.unfinished td{background:#fff8c5}
+tr.flipped td:first-child{border-left:3px solid var(--fail)}
+table.per-case tr.detail td{border-top:none;padding-top:0;padding-bottom:6px}
+table.per-case tr.detail summary{color:var(--muted)}
+table.per-case tbody.case:hover td{background:#f6f8fa}
+table.per-case tbody.case:hover tr.unfinished td{background:#fff8c5}
+footer{margin-top:2.5em;color:var(--muted);font-size:.88em;border-top:1px solid var(--line);
+padding-top:.8em}
+@media print{nav.toc{display:none}main{max-width:none}}
+"""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def esc(x: Any) -> str:
+    """Escape anything for HTML text or a quoted attribute value; None → 'n/a'."""
+    if x is None:
+        return "n/a"
+    return _html.escape(str(x), quote=True)
+
+
+def _num(x: Any) -> float | None:
+    """A finite float, or None (bools, strings, NaN and ±inf are not numbers here)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _f(x: Any, nd: int = 3, signed: bool = False) -> str:
+    """Format like the Markdown report (escaped; None → 'n/a')."""
+    if x is None:
+        return "n/a"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return str(x)
+    v = _num(x)
+    if v is None:
+        return str(x)
+    if 0 < abs(v) < 10 ** -nd:
+        return f"{v:+.1e}" if signed else f"{v:.1e}"
+    return f"{v:+.{nd}f}" if signed else f"{v:.{nd}f}"
+
+
+def _fv(x: Any, nd: int = 3, signed: bool = False) -> str:
+    """Formatted value, with 'n/a' greyed out."""
+    s = _f(x, nd, signed)
+    return '<span class="na">n/a</span>' if s == "n/a" else esc(s)
+
+
+def _ci_text(lo: Any, hi: Any, nd: int = 3) -> str:
+    if _num(lo) is None or _num(hi) is None:
+        return "n/a"
+    return f"[{_f(lo, nd)}, {_f(hi, nd)}]"
+
+
+def _c(x: float) -> str:
+    """SVG coordinate."""
+    return f"{x:.1f}"
+
+
+def _d(obj: Any) -> dict:
+    return obj if isinstance(obj, dict) else {}
+
+
+def _l(obj: Any) -> list:
+    return obj if isinstance(obj, list) else []
+
+
+def _table(headers: list[str], rows: Iterable[list[str]], num_cols: Iterable[int] = (),
+           cls: str = "", row_classes: list[str] | None = None) -> str:
+    """Cells are already-escaped HTML fragments; headers are escaped here."""
+    num_cols = set(num_cols)
+    num = ' class="num"'
+    out = [f'<div class="table-wrap"><table class="{esc(cls)}">' if cls
+           else '<div class="table-wrap"><table>', "<thead><tr>"]
+    out += [f'<th{num if i in num_cols else ""}>{esc(h)}</th>' for i, h in enumerate(headers)]
+    out.append("</tr></thead><tbody>")
+    for k, row in enumerate(rows):
+        rc = (row_classes or [])[k] if row_classes and k < len(row_classes) else ""
+        out.append(f'<tr class="{esc(rc)}">' if rc else "<tr>")
+        out += [f'<td{num if i in num_cols else ""}>{cell}</td>' for i, cell in enumerate(row)]
+        out.append("</tr>")
+    out.append("</tbody></table></div>")
+    return "".join(out)
+
+
+def _nice_step(span: float, target: int = 6) -> float:
+    raw = span / max(target, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 2.5, 5, 10):
+        if raw <= m * mag:
+            return m * mag
+    return 10 * mag
+
+
+# --------------------------------------------------------------------------- plots
+
+FOREST_KEYS = [
+    ("pairwise", "pairwise win rate − 0.5", "higher favours B"),
+    ("faithfulness", "faithfulness", "higher favours B"),
+    ("coverage", "coverage", "higher favours B"),
+    ("quality", "quality", "higher favours B"),
+    ("relevance", "relevance", "higher favours B"),
+    ("conformance", "conformance", "higher favours B"),
+    ("abstention_answerable", "abstention (answerable)", "lower favours B"),
+    ("abstention_unanswerable", "abstention (unanswerable)", "higher favours B"),
+]
+
+
+def _metric(metrics: dict, key: str) -> dict | None:
+    if key.startswith("abstention_"):
+        m = _d(metrics.get("abstention")).get(key.split("_", 1)[1])
+    else:
+        m = metrics.get(key)
+    return m if isinstance(m, dict) else None
+
+
+def forest_rows(metrics: dict) -> tuple[list[dict], list[str]]:
+    """Rows of the forest plot (difference and both CI limits present) and skipped metrics."""
+    rows, skipped = [], []
+    for key, label, direction in FOREST_KEYS:
+        m = _metric(metrics, key)
+        if m is None:
+            continue
+        d, lo, hi = _num(m.get("difference")), _num(m.get("ci_low")), _num(m.get("ci_high"))
+        if key == "pairwise" and lo is not None and hi is not None:
+            lo, hi = lo - 0.5, hi - 0.5        # the CI is on the win rate; plot it around 0.5
+        if d is None or lo is None or hi is None:
+            skipped.append(label)
+            continue
+        rows.append({"key": key, "label": label, "direction": direction, "d": d,
+                     "lo": min(lo, hi), "hi": max(lo, hi), "n": m.get("n"),
+                     "p": m.get("p_holm") if m.get("p_holm") is not None else m.get("p_value"),
+                     "p_kind": "Holm p" if m.get("p_holm") is not None else "p"})
+    return rows, skipped
+
+
+def svg_forest(metrics: dict) -> str:
+    rows, skipped = forest_rows(metrics)
+    if not rows:
+        return ('<p class="note" id="forest-missing">No metric has a paired difference with a '
+                "confidence interval; no forest plot.</p>")
+    W, left, right_w, top, row_h = 980, 230, 300, 34, 40
+    x0, x1 = left, W - right_w
+    H = top + row_h * len(rows) + 44
+    lo = min(min(r["lo"] for r in rows), 0.0)
+    hi = max(max(r["hi"] for r in rows), 0.0)
+    span = max(hi - lo, 0.1)
+    lo, hi = lo - 0.06 * span, hi + 0.06 * span
+    step = _nice_step(hi - lo)
+    lo, hi = math.floor(lo / step) * step, math.ceil(hi / step) * step
+
+    def sx(v: float) -> float:
+        return x0 + (v - lo) / (hi - lo) * (x1 - x0)
+
+    out = [f'<svg id="forest-plot" class="plot" viewBox="0 0 {W} {H}" width="{W}" height="{H}" '
+           f'role="img" aria-labelledby="forest-title"><title id="forest-title">Paired differences '
+           "B − A with 95% confidence intervals</title>",
+           f'<rect x="0" y="0" width="{W}" height="{H}" fill="#ffffff"/>']
+    # grid + ticks
+    y_axis = top + row_h * len(rows) + 6
+    t = lo
+    k = 0
+    while t <= hi + step / 1000 and k < 50:
+        x = sx(t)
+        out.append(f'<line class="grid" x1="{_c(x)}" y1="{top - 8}" x2="{_c(x)}" y2="{y_axis}" '
+                   'stroke="#eaeef2" stroke-width="1"/>')
+        out.append(f'<text x="{_c(x)}" y="{y_axis + 16}" font-size="12" text-anchor="middle">'
+                   f"{esc(f'{t:+.2f}' if abs(t) > 1e-12 else '0')}</text>")
+        t += step
+        k += 1
+    zx = sx(0.0)
+    out.append(f'<line id="forest-zero" x1="{_c(zx)}" y1="{top - 12}" x2="{_c(zx)}" y2="{y_axis}" '
+               'stroke="#24292f" stroke-width="1.5" stroke-dasharray="4 3"/>')
+    out.append(f'<text x="{_c(x0)}" y="{top - 16}" font-size="12" fill="{C_A}">← A higher</text>')
+    out.append(f'<text x="{_c(x1)}" y="{top - 16}" font-size="12" text-anchor="end" fill="{C_B}">'
+               "B higher →</text>")
+    out.append(f'<text x="{W - right_w + 12}" y="{top - 16}" font-size="12" font-weight="600">'
+               "B − A  [95% CI]  p (Holm when adjusted)</text>")
+    out.append(f'<text x="{_c((x0 + x1) / 2)}" y="{H - 4}" font-size="12" text-anchor="middle">'
+               "difference B − A (metric units)</text>")
+    for i, r in enumerate(rows):
+        cy = top + row_h * i + row_h / 2
+        excl = r["lo"] > 0 or r["hi"] < 0
+        colour = (C_B if r["d"] > 0 else C_A) if excl else C_EQUAL
+        tip = (f"{r['label']}: B − A = {_f(r['d'], signed=True)}, 95% CI "
+               f"{_ci_text(r['lo'], r['hi'])}, n = {_f(r['n'])}, {r['p_kind']} = {_f(r['p'])}; "
+               f"{r['direction']}")
+        out.append(f'<g class="forest-row" data-metric="{esc(r["key"])}">')
+        out.append(f"<title>{esc(tip)}</title>")
+        if i % 2 == 0:
+            out.append(f'<rect x="4" y="{_c(cy - row_h / 2)}" width="{W - 8}" height="{row_h}" '
+                       'fill="#f6f8fa"/>')
+        out.append(f'<text x="{left - 12}" y="{_c(cy - 2)}" font-size="13" text-anchor="end">'
+                   f"{esc(r['label'])}</text>")
+        out.append(f'<text x="{left - 12}" y="{_c(cy + 12)}" font-size="10" text-anchor="end" '
+                   f'fill="#57606a">n = {esc(_f(r["n"]))}; {esc(r["direction"])}</text>')
+        xl, xh, xd = sx(r["lo"]), sx(r["hi"]), sx(r["d"])
+        out.append(f'<line class="ci" x1="{_c(xl)}" y1="{_c(cy)}" x2="{_c(xh)}" y2="{_c(cy)}" '
+                   f'stroke="{colour}" stroke-width="2.5"/>')
+        for xe in (xl, xh):
+            out.append(f'<line x1="{_c(xe)}" y1="{_c(cy - 7)}" x2="{_c(xe)}" y2="{_c(cy + 7)}" '
+                       f'stroke="{colour}" stroke-width="2.5"/>')
+        out.append(f'<rect class="estimate" x="{_c(xd - 5)}" y="{_c(cy - 5)}" width="10" height="10" '
+                   f'fill="{colour}"/>')
+        out.append(f'<text x="{W - right_w + 12}" y="{_c(cy + 4)}" font-size="12" class="mono">'
+                   f"{esc(_f(r['d'], signed=True))}  {esc(_ci_text(r['lo'], r['hi']))}  "
+                   f"{esc(r['p_kind'])} {esc(_f(r['p']))}</text>")
+        out.append("</g>")
+    out.append("</svg>")
+    note = ""
+    if skipped:
+        note = (f'<p class="note">Not plotted (no difference or no CI): '
+                f"{esc(', '.join(skipped))}.</p>")
+    return "".join(out) + note
+
+
+def pairwise_segments(pw: dict) -> list[tuple[str, str, int, str]]:
+    """(key, label, count, colour); position-inconsistent pairs are part of no_preference."""
+    b, a = int(_num(pw.get("b_wins")) or 0), int(_num(pw.get("a_wins")) or 0)
+    ties, inc = int(_num(pw.get("no_preference")) or 0), int(_num(pw.get("position_inconsistent")) or 0)
+    inc = min(inc, ties) if ties else inc
+    return [("b_wins", "B wins", b, C_B), ("a_wins", "A wins", a, C_A),
+            ("no_preference", "no preference (consistent)", max(ties - inc, 0), C_TIE),
+            ("position_inconsistent", "position-inconsistent", inc, C_INCONS)]
+
+
+def svg_pairwise(pw: dict | None) -> str:
+    if not pw:
+        return ('<p class="note" id="pairwise-missing">No pairwise judgment in this run; no '
+                "pairwise outcome bar.</p>")
+    segs = pairwise_segments(pw)
+    total = sum(s[2] for s in segs)
+    if total == 0:
+        return '<p class="note" id="pairwise-missing">Pairwise judge scored no case; no bar.</p>'
+    W, H, x0, x1, y, h = 960, 112, 20, 940, 30, 40
+    out = [f'<svg id="pairwise-bar" class="plot" viewBox="0 0 {W} {H}" width="{W}" height="{H}" '
+           'role="img" aria-labelledby="pairwise-title"><title id="pairwise-title">Pairwise '
+           "outcomes over both presentation orders</title>",
+           f'<rect x="0" y="0" width="{W}" height="{H}" fill="#ffffff"/>',
+           f'<text x="{x0}" y="18" font-size="13">{esc(total)} cases judged in both orders '
+           "(a win needs agreement in both orders)</text>"]
+    x = float(x0)
+    for key, label, n, colour in segs:
+        w = (x1 - x0) * n / total
+        out.append(f'<g class="pw-seg" data-outcome="{esc(key)}" data-count="{esc(n)}">'
+                   f"<title>{esc(label)}: {esc(n)}</title>")
+        if n:
+            out.append(f'<rect x="{_c(x)}" y="{y}" width="{_c(w)}" height="{h}" fill="{colour}" '
+                       'stroke="#ffffff" stroke-width="1"/>')
+            if w >= 26:
+                out.append(f'<text x="{_c(x + w / 2)}" y="{y + h / 2 + 5}" font-size="14" '
+                           f'font-weight="700" text-anchor="middle" style="fill:#ffffff">'
+                           f"{esc(n)}</text>")
+        out.append("</g>")
+        x += w
+    lx = x0
+    for key, label, n, colour in segs:
+        txt = f"{label}: {n}"
+        out.append(f'<rect x="{_c(lx)}" y="{y + h + 14}" width="12" height="12" fill="{colour}"/>'
+                   f'<text x="{_c(lx + 17)}" y="{y + h + 24}" font-size="12">{esc(txt)}</text>')
+        lx += 40 + 6.5 * len(txt)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def scatter_points(per_case: list) -> tuple[list[tuple[str, float, float]], int]:
+    """(case_id, faithfulness A, faithfulness B) for finished cases scored on both sides."""
+    pts, missing = [], 0
+    for row in per_case:
+        if not isinstance(row, dict) or row.get("finished") is False:
+            continue
+        a, b = _num(row.get("faithfulness_a")), _num(row.get("faithfulness_b"))
+        if a is None or b is None:
+            missing += 1
+            continue
+        pts.append((str(row.get("case_id")), a, b))
+    return pts, missing
+
+
+def svg_scatter(per_case: list) -> str:
+    pts, missing = scatter_points(per_case)
+    if not pts:
+        return ('<p class="note" id="scatter-missing">No finished case has a faithfulness score '
+                "for both variants; no scatter plot.</p>")
+    # Zoom to the data (scores cluster near 1), but keep the upper end at 1 and a 0.1 grid.
+    lo = math.floor((min(min(a, b) for _, a, b in pts) - 0.05) * 10) / 10
+    lo = min(max(lo, 0.0), 0.5) if lo >= 0 else lo
+    hi = max(1.0, math.ceil(max(max(a, b) for _, a, b in pts) * 10) / 10)
+    S, pad_l, pad_t, pad_b = 360, 56, 16, 46
+    W, H = pad_l + S + 24, pad_t + S + pad_b
+
+    def sx(v: float) -> float:
+        return pad_l + (v - lo) / (hi - lo) * S
+
+    def sy(v: float) -> float:
+        return pad_t + S - (v - lo) / (hi - lo) * S
+
+    out = [f'<svg id="case-scatter" class="plot" viewBox="0 0 {W} {H}" width="{W}" height="{H}" '
+           'role="img" aria-labelledby="scatter-title"><title id="scatter-title">Per-case '
+           "faithfulness: A (x) against B (y)</title>",
+           f'<rect x="0" y="0" width="{W}" height="{H}" fill="#ffffff"/>',
+           f'<polygon points="{_c(sx(lo))},{_c(sy(lo))} {_c(sx(lo))},{_c(sy(hi))} '
+           f'{_c(sx(hi))},{_c(sy(hi))}" fill="{C_B}" fill-opacity="0.05"/>']
+    step = _nice_step(hi - lo, 5)
+    t, k = lo, 0
+    while t <= hi + step / 1000 and k < 50:
+        out.append(f'<line class="grid" x1="{_c(sx(t))}" y1="{_c(sy(lo))}" x2="{_c(sx(t))}" '
+                   f'y2="{_c(sy(hi))}" stroke="#eaeef2"/>'
+                   f'<line class="grid" x1="{_c(sx(lo))}" y1="{_c(sy(t))}" x2="{_c(sx(hi))}" '
+                   f'y2="{_c(sy(t))}" stroke="#eaeef2"/>'
+                   f'<text x="{_c(sx(t))}" y="{_c(sy(lo) + 16)}" font-size="11" '
+                   f'text-anchor="middle">{esc(f"{t:.1f}")}</text>'
+                   f'<text x="{_c(sx(lo) - 6)}" y="{_c(sy(t) + 4)}" font-size="11" '
+                   f'text-anchor="end">{esc(f"{t:.1f}")}</text>')
+        t += step
+        k += 1
+    out.append(f'<rect x="{_c(sx(lo))}" y="{_c(sy(hi))}" width="{S}" height="{S}" fill="none" '
+               'stroke="#8c959f"/>')
+    out.append(f'<line id="scatter-diagonal" x1="{_c(sx(lo))}" y1="{_c(sy(lo))}" x2="{_c(sx(hi))}" '
+               f'y2="{_c(sy(hi))}" stroke="#24292f" stroke-width="1.2" stroke-dasharray="5 4"/>')
+    out.append(f'<text x="{_c(sx(lo) + 8)}" y="{_c(sy(hi) + 16)}" font-size="12" fill="{C_B}">'
+               "B higher ↑</text>")
+    out.append(f'<text x="{_c(sx(hi) - 8)}" y="{_c(sy(lo) - 8)}" font-size="12" fill="{C_A}" '
+               'text-anchor="end">A higher ↓</text>')
+    out.append(f'<text x="{_c(pad_l + S / 2)}" y="{H - 6}" font-size="12" text-anchor="middle">'
+               "faithfulness A</text>")
+    out.append(f'<text x="14" y="{_c(pad_t + S / 2)}" font-size="12" text-anchor="middle" '
+               f'transform="rotate(-90 14 {_c(pad_t + S / 2)})">faithfulness B</text>')
+    for cid, a, b in pts:
+        colour = C_B if b > a else C_A if a > b else C_EQUAL
+        out.append(f'<circle class="case-point" data-case="{esc(cid)}" cx="{_c(sx(a))}" '
+                   f'cy="{_c(sy(b))}" r="6" fill="{colour}" fill-opacity="0.75" stroke="#ffffff" '
+                   f'stroke-width="1"><title>{esc(cid)}: A {esc(_f(a, 2))}, B {esc(_f(b, 2))}'
+                   "</title></circle>")
+    out.append("</svg>")
+    note = (f'<p class="note">{esc(len(pts))} finished case(s) plotted; {esc(missing)} finished '
+            "case(s) lack a faithfulness score on one or both sides (e.g. refusals, which have no "
+            "factual claim) and are not shown.</p>")
+    return "".join(out) + note
+
+
+# --------------------------------------------------------------------------- sections
+
+SECTIONS = [("summary", "Executive summary"), ("fixture", "Fixture"), ("checks", "Checks"),
+            ("metrics", "Metric scores"), ("gate", "Gate"), ("incidents", "Incidents"),
+            ("remediation", "Remediation"), ("flipped", "Flipped cases"),
+            ("unfinished", "Unfinished"), ("next-evaluation", "Next evaluation"),
+            ("cases", "All cases")]
+
+
+def _header(r: dict) -> str:
+    v = _d(r.get("variants"))
+    va, vb = _d(v.get("a")), _d(v.get("b"))
+    fx = _d(r.get("fixture"))
+    models = _d(r.get("models"))
+    items = [
+        ("Evaluation date", f"{esc(str(r.get('generated_at') or 'n/a')[:10])} (run created "
+                            f"{esc(str(r.get('created_at') or 'n/a')[:19])})"),
+        ("Status", f'<strong>{esc(r.get("status"))}</strong> — {esc(_f(r.get("n_finished")))}/'
+                   f'{esc(_f(r.get("n_cases")))} cases finished'),
+        ("Variant A", f"<code>{esc(va.get('name'))}</code> (sha256 "
+                      f"<span class=\"mono\">{esc(str(va.get('sha256') or 'n/a')[:12])}</span>)"),
+        ("Variant B", f"<code>{esc(vb.get('name'))}</code> (sha256 "
+                      f"<span class=\"mono\">{esc(str(vb.get('sha256') or 'n/a')[:12])}</span>)"),
+        ("Git commit", esc(r.get("git_commit") or "n/a (not a git repository)")),
+    ]
+    for role in ("generator", "judge"):
+        mm = _d(models.get(role))
+        resolved = ", ".join(f"<code>{esc(x)}</code>" for x in _l(mm.get("resolved"))) or "n/a"
+        items.append((role.capitalize(), f"requested <code>{esc(mm.get('requested'))}</code>, "
+                                         f"resolved {resolved}"))
+    items.append(("Fixture", f"<code>{esc(fx.get('name'))}</code>, corpus version "
+                             f"{esc(fx.get('corpus_version'))}, retriever <code>"
+                             f"{esc(fx.get('retriever'))}</code>, cases_sha256 <span class=\"mono\">"
+                             f"{esc(str(fx.get('cases_sha256') or 'n/a')[:16])}…</span>"))
+    items.append(("Comparison kind", f"<strong>{esc(r.get('comparison_kind'))}</strong>"))
+    out = [f"<header><h1>abtest report — run {esc(r.get('run_id'))}</h1><dl class=\"meta\">"]
+    out += [f"<dt>{esc(k)}</dt><dd>{val}</dd>" for k, val in items]
+    out.append('</dl><nav class="toc">')
+    out += [f'<a href="#{esc(sid)}">{esc(title)}</a>' for sid, title in SECTIONS]
+    out.append("</nav></header>")
+    return "".join(out)
+
+
+def _summary(r: dict) -> str:
+    out = ['<section id="summary"><h2>Executive summary</h2>']
+    c = _d(r.get("claim"))
+    if c.get("licensed"):
+        out.append(f'<div class="callout ok" id="claim"><strong>Licensed claim:</strong> '
+                   f"{esc(c.get('sentence'))}</div>")
+    else:
+        out.append('<div class="callout no" id="claim"><strong>No claim is licensed.</strong> Why:<ul>')
+        out += [f"<li>{esc(x)}</li>" for x in _l(c.get("reasons"))]
+        out.append("</ul></div>")
+    if c.get("scope"):
+        out.append(f'<p class="note">Scope: {esc(c.get("scope"))}</p>')
+    if r.get("comparison_kind") == "pipeline_change":
+        reasons = "; ".join(str(x) for x in _l(r.get("pipeline_reasons")))
+        out.append('<div class="callout warn">This is a pipeline change, re-measure end to end; the '
+                   f"frozen claim does not apply.{(' (' + esc(reasons) + ')') if reasons else ''}</div>")
+    if r.get("self_judge"):
+        out.append('<div class="callout warn">The judge is the generator model (self-judging). With '
+                   "the embedded SmolLM2-135M model the verdicts demonstrate the machinery; they are "
+                   "not evidence.</div>")
+    pw = _d(_d(r.get("metrics")).get("pairwise"))
+    if pw:
+        out.append(f"<p>Pairwise (blind, both orders): B won {esc(_f(pw.get('b_wins')))}, A won "
+                   f"{esc(_f(pw.get('a_wins')))}, no preference {esc(_f(pw.get('no_preference')))} "
+                   f"(of which position-inconsistent {esc(_f(pw.get('position_inconsistent')))}); "
+                   f"sign test p = {esc(_f(pw.get('p_value')))}.</p>")
+    g = _d(r.get("gate"))
+    if g:
+        reasons = [str(x) for x in _l(g.get("reasons"))]
+        out.append(f'<p>Gate: <span class="badge {esc(g.get("decision"))}">{esc(g.get("decision"))}'
+                   f"</span>{(' — ' + esc('; '.join(reasons[:3]))) if reasons else ''}</p>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def _fixture(r: dict) -> str:
+    cats: dict[str, int] = {}
+    n_un = 0
+    for row in _l(r.get("per_case")):
+        row = _d(row)
+        cat = str(row.get("category") or "uncategorised")
+        cats[cat] = cats.get(cat, 0) + 1
+        n_un += 1 if row.get("answerable") is False else 0
+    n = _num(r.get("n_cases"))
+    n_ans = f"{int(n) - n_un}" if n is not None else "n/a"
+    cat_txt = ", ".join(f"{k} {v}" for k, v in sorted(cats.items())) or "none"
+    fx = _d(r.get("fixture"))
+    extra = ""
+    if fx.get("captured_at"):
+        extra = f" Contexts captured {esc(fx.get('captured_at'))}."
+    return (f'<section id="fixture"><h2>Fixture / golden set summary</h2><p>{esc(_f(r.get("n_cases")))} '
+            f"cases: {esc(n_ans)} answerable, {esc(n_un)} unanswerable. Categories: {esc(cat_txt)}."
+            f"{extra}</p></section>")
+
+
+def _checks(m: dict) -> str:
+    out = ['<section id="checks"><h2>Deterministic checks (before any judge)</h2>']
+    rows = []
+    for name, s in _d(m.get("checks")).items():
+        s = _d(s)
+        if not s.get("n"):
+            continue
+        nf = [str(x) for x in _l(s.get("newly_failing"))]
+        rows.append([esc(name), esc(_f(s.get("n"))), _fv(s.get("pass_rate_a")),
+                     _fv(s.get("pass_rate_b")), _fv(s.get("p_value")),
+                     esc(", ".join(nf[:5]) + ("…" if len(nf) > 5 else "")) or "—"])
+    if rows:
+        out.append(_table(["check", "n", "pass A", "pass B", "McNemar mid-p", "newly failing in B"],
+                          rows, num_cols=(1, 2, 3, 4)))
+    else:
+        out.append("<p>No check applied to any case.</p>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def _metrics(r: dict) -> str:
+    m = _d(r.get("metrics"))
+    out = ['<section id="metrics"><h2>Metric scores</h2>',
+           '<figure id="forest-figure">', svg_forest(m),
+           "<figcaption>Paired differences B − A with unadjusted 95% confidence intervals (the "
+           "pairwise row is the win rate with ties counted half, minus 0.5). A filled colour marks an "
+           "interval excluding zero; grey intervals include zero. For abstention on answerable cases "
+           "a lower rate is better.</figcaption></figure>"]
+    rows = []
+    for key in ("pairwise", "faithfulness", "coverage", "quality", "relevance", "conformance"):
+        mm = m.get(key)
+        if not isinstance(mm, dict):
+            continue
+        rows.append([esc(key), esc(_f(mm.get("n"))), _fv(mm.get("a")), _fv(mm.get("b")),
+                     _fv(mm.get("difference"), signed=True),
+                     esc(_ci_text(mm.get("ci_low"), mm.get("ci_high"))),
+                     esc(str(mm.get("test") or "n/a").split(" ")[0]), _fv(mm.get("p_value")),
+                     _fv(mm.get("p_holm"))])
+    for sub in ("answerable", "unanswerable"):
+        mm = _d(m.get("abstention")).get(sub)
+        if isinstance(mm, dict) and mm.get("n"):
+            rows.append([esc(f"abstention ({sub})"), esc(_f(mm.get("n"))), _fv(mm.get("a")),
+                         _fv(mm.get("b")), _fv(mm.get("difference"), signed=True),
+                         esc(_ci_text(mm.get("ci_low"), mm.get("ci_high"))), esc(mm.get("test")),
+                         _fv(mm.get("p_value")), _fv(mm.get("p_holm"))])
+    if rows:
+        out.append(_table(["metric", "N", "A", "B", "B − A", "95% CI", "test", "p", "Holm p"], rows,
+                          num_cols=(1, 2, 3, 4, 5, 7, 8), cls="metrics"))
+    else:
+        out.append("<p>No metric was measured.</p>")
+    holm = _d(r.get("holm"))
+    fam = ", ".join(str(x) for x in _l(holm.get("family"))) or "none"
+    out.append('<p class="note">Pairwise A/B columns are win rates with ties counted half; abstention '
+               "columns are rates (lower is better on answerable cases, higher on unanswerable). CIs "
+               f"are unadjusted; Holm family: {esc(fam)} ({esc(holm.get('rule'))}).</p>")
+    notes = []
+    for key in ("faithfulness", "coverage"):
+        mm = _d(m.get(key))
+        if mm.get("n_dropped"):
+            dr = _d(mm.get("dropped"))
+            notes.append(f"{esc(key)}: {esc(_f(mm.get('n_dropped')))} pair(s) dropped (missing score "
+                         f"on A: {len(_l(dr.get('missing_a_only')))}, on B: "
+                         f"{len(_l(dr.get('missing_b_only')))}, both: {len(_l(dr.get('missing_both')))}).")
+        mde = _d(mm.get("mde"))
+        if mde and not mm.get("significant"):
+            notes.append(f"{esc(key)}: not significant. With N = {esc(_f(mm.get('n')))} paired "
+                         f"questions, α = {esc(_f(mde.get('alpha')))} (Holm-conservative), two-sided, "
+                         f"80% power, the study can detect a mean difference of ≥ "
+                         f"{esc(_f(mde.get('mde')))} (d_z = {esc(_f(mde.get('d_z')))}, sd_d = "
+                         f"{esc(_f(mm.get('sd_d')))}).")
+        ni = _d(mm.get("noninferiority"))
+        if ni:
+            notes.append(f"{esc(key)} non-inferiority (margin {esc(_f(ni.get('margin')))}): "
+                         f"{'holds' if ni.get('holds') else 'not shown'} (90% lower limit "
+                         f"{esc(_f(ni.get('ci_low_90')))}).")
+    if notes:
+        out.append("<ul>" + "".join(f"<li>{n}</li>" for n in notes) + "</ul>")
+    pw = m.get("pairwise")
+    out.append("<h3>Pairwise outcomes</h3>")
+    out.append('<figure id="pairwise-figure">' + svg_pairwise(pw if isinstance(pw, dict) else None))
+    if isinstance(pw, dict):
+        pc = _d(pw.get("position_consistency"))
+        out.append("<figcaption>B wins / A wins count only verdicts that agree in both presentation "
+                   "orders; position-inconsistent pairs are counted as no preference.</figcaption>")
+        out.append("</figure>")
+        diag = [f"Judge diagnostics: position consistency {esc(_f(pc.get('estimate')))} (Wilson CI "
+                f"{esc(_f(pc.get('ci_low')))}–{esc(_f(pc.get('ci_high')))}; biased to first "
+                f"{esc(_f(pc.get('biased_to_first')))}, to second {esc(_f(pc.get('biased_to_second')))}), "
+                f"first-position win rate {esc(_f(pw.get('first_position_win_rate')))}, answer length "
+                f"ratio B/A {esc(_f(pw.get('length_ratio_b_over_a'), 2))}."]
+        lb = _d(pw.get("length_bias"))
+        if lb.get("p_value") is not None:
+            diag.append(f"Length bias: logistic regression of a B win on the length difference: "
+                        f"coefficient {esc(_f(lb.get('coef_per_100_chars')))} per 100 chars, p = "
+                        f"{esc(_f(lb.get('p_value')))}"
+                        + (" — wins look explained by length." if lb.get("explained_by_length") else "."))
+        elif lb.get("note"):
+            diag.append(f"Length bias: {esc(lb.get('note'))}.")
+        out.append("<ul>" + "".join(f"<li>{d}</li>" for d in diag) + "</ul>")
+    else:
+        out.append("</figure>")
+    out.append("<h3>Per-case faithfulness</h3>")
+    out.append('<figure id="scatter-figure">' + svg_scatter(_l(r.get("per_case"))) +
+               "<figcaption>Each point is one finished case; points above the dashed diagonal scored "
+               "higher with B.</figcaption></figure>")
+    jv = _d(r.get("judge_validation"))
+    if jv:
+        out.append(f'<p>Judge validation: {esc(_f(jv.get("n_labels")))} human label(s) (need '
+                   f'{esc(_f(jv.get("min_labels")))}), kappa {esc(_f(jv.get("kappa")))} (95% CI '
+                   f'{esc(_ci_text(jv.get("ci_low"), jv.get("ci_high")))}, need ≥ '
+                   f'{esc(_f(jv.get("min_kappa")))}) — '
+                   f'{"validated" if jv.get("validated") else "<strong>not validated</strong>"}.</p>')
+    pd = r.get("prompt_diff")
+    if isinstance(pd, dict):
+        parts = ", ".join(str(x) for x in _l(pd.get("changed_parts"))) or "none"
+        out.append(f'<h3>Rendered prompt differences</h3><p>Case {esc(pd.get("case_id"))}; parts '
+                   f"changed: {esc(parts)}.</p>")
+        lines = []
+        for line in str(pd.get("diff") or "").rstrip().splitlines() or ["(identical)"]:
+            cls = ("hunk" if line.startswith("@@") else "add" if line.startswith("+") and
+                   not line.startswith("+++") else "del" if line.startswith("-") and
+                   not line.startswith("---") else "")
+            lines.append(f'<span class="{cls}">{esc(line)}</span>' if cls else esc(line))
+        out.append('<pre class="diff" id="prompt-diff">' + "\n".join(lines) + "</pre>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def _gate(r: dict) -> str:
+    g = _d(r.get("gate"))
+    out = ['<section id="gate"><h2>Gate decision</h2>']
+    if not g:
+        out.append("<p>No gate was evaluated.</p></section>")
+        return "".join(out)
+    out.append(f'<p><span class="badge {esc(g.get("decision"))}" id="gate-decision">'
+               f'{esc(g.get("decision"))}</span> (exit code {esc(_f(g.get("exit_code")))})</p>')
+    rows = []
+    for x in _l(g.get("rules")):
+        x = _d(x)
+        thr = f"{x.get('op', '')} {_f(x.get('threshold'))}".strip()
+        rows.append([esc(x.get("name")), _fv(x.get("value")), esc(thr),
+                     f'<span class="badge {esc(x.get("status"))}">{esc(x.get("status"))}</span>',
+                     esc(x.get("note") or "")])
+    if rows:
+        out.append(_table(["rule", "B value", "threshold", "status", "note"], rows, num_cols=(1, 2)))
+    reasons = _l(g.get("reasons"))
+    if reasons:
+        out.append("<p>Reasons:</p><ul>" + "".join(f"<li>{esc(x)}</li>" for x in reasons) + "</ul>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def _incidents(r: dict) -> str:
+    out = ['<section id="incidents"><h2>Hallucination incidents</h2>']
+    incs = _l(r.get("incidents"))
+    if not incs:
+        out.append("<p>None (no answer with faithfulness below the incident threshold).</p>")
+    for inc in incs:
+        inc = _d(inc)
+        ctx = ", ".join(str(x) for x in _l(inc.get("context_ids"))) or "(none)"
+        out.append(f'<div class="incident" data-case="{esc(inc.get("case_id"))}">'
+                   f"<p><strong>{esc(inc.get('case_id'))}</strong> (variant {esc(inc.get('variant'))}, "
+                   f"faithfulness {esc(_f(inc.get('faithfulness'), 2))}): {esc(inc.get('question'))}</p>")
+        uns = _l(inc.get("unsupported"))
+        if uns:
+            out.append("<ul>" + "".join(f"<li><em>{esc(_d(u).get('verdict'))}</em>: "
+                                        f"{esc(_d(u).get('claim'))}</li>" for u in uns[:10]) + "</ul>")
+        out.append(f"<p>Context: <span class=\"mono\">{esc(ctx)}</span></p>")
+        if inc.get("answer") is not None:
+            out.append(f'<details><summary>Answer</summary><div class="answer">{esc(inc.get("answer"))}'
+                       "</div></details>")
+        out.append("</div>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def _remediation(r: dict) -> str:
+    out = ['<section id="remediation"><h2>Remediation backlog</h2>']
+    rows = [[esc(_d(x).get("priority")), esc(_d(x).get("item")), esc(_d(x).get("likely_cause")),
+             esc(_d(x).get("remedy"))] for x in _l(r.get("remediation"))]
+    out.append(_table(["priority", "item", "likely cause", "remedy"], rows) if rows
+               else "<p>Nothing to remediate.</p>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def _flipped(r: dict) -> str:
+    out = ['<section id="flipped"><h2>Cases that flipped</h2>']
+    rows = []
+    for row in _l(r.get("per_case")):
+        row = _d(row)
+        if not row.get("flipped"):
+            continue
+        newly = sorted(set(map(str, _l(row.get("checks_failed_b")))) -
+                       set(map(str, _l(row.get("checks_failed_a")))))
+        rows.append([f'<a href="#case-{esc(row.get("case_id"))}">{esc(row.get("case_id"))}</a>',
+                     _fv(row.get("faithfulness_a"), 2), _fv(row.get("faithfulness_b"), 2),
+                     esc(row.get("pairwise") or ""), esc(", ".join(newly))])
+    out.append(_table(["case", "faith A", "faith B", "pairwise", "newly failing checks"], rows,
+                      num_cols=(1, 2)) if rows else
+               "<p>No case crossed the faithfulness threshold or newly failed a check.</p>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def _unfinished(r: dict) -> str:
+    ids = _l(r.get("unfinished_cases"))
+    out = ['<section id="unfinished"><h2>Unfinished cases (not scored, not counted)</h2>']
+    if not ids:
+        out.append("<p>None: every case finished.</p>")
+    else:
+        reasons = _d(r.get("unfinished_reasons"))
+        out.append("<ul>")
+        for cid in ids:
+            why = "; ".join(str(x) for x in _l(reasons.get(cid)))[:300]
+            out.append(f"<li><strong>{esc(cid)}</strong>: {esc(why or 'no reason recorded')}</li>")
+        out.append("</ul>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def _next_date(r: dict) -> str:
+    fx = _d(r.get("fixture"))
+    nd = fx.get("next_evaluation_date")
+    txt = (f"{esc(nd)} (fixture refresh every {esc(_f(fx.get('refresh_every_days')))} days)"
+           if nd else "n/a")
+    return f'<section id="next-evaluation"><h2>Next evaluation date</h2><p>{txt}</p></section>'
+
+
+SCORE_JUDGES = ("faithfulness", "coverage", "quality", "relevance", "conformance")
+SHORT = {"faithfulness": "faith", "coverage": "cov", "quality": "qual", "relevance": "rel",
+         "conformance": "conf"}
+
+
+def _bool_txt(x: Any) -> str:
+    return '<span class="na">n/a</span>' if x is None else ("yes" if x else "no")
+
+
+def _cases(r: dict) -> str:
+    """Scores on one row per case; the question and both answers in a collapsed row below."""
+    rows_in = [_d(x) for x in _l(r.get("per_case"))]
+    judges = [j for j in SCORE_JUDGES
+              if any(f"{j}_a" in row or f"{j}_b" in row for row in rows_in)]
+    has_abst = any("abstained_a" in row or "abstained_b" in row for row in rows_in)
+    headers = ["case", "category", "answerable", "finished"]
+    for j in judges:
+        headers += [f"{SHORT[j]} A", f"{SHORT[j]} B"]
+    if has_abst:
+        headers += ["abst. A", "abst. B"]
+    headers += ["pairwise AB / BA → outcome", "checks failed A", "checks failed B"]
+    num_cols = set(range(4, 4 + 2 * len(judges)))
+    out = ['<section id="cases"><h2>Per-case results</h2>',
+           '<p class="note">Scores are judge scores in [0, 1] (' +
+           esc(", ".join(f"{SHORT[j]} = {j}" for j in judges) +
+               ("; abst. = abstained" if has_abst else "")) +
+           "). Unfinished rows (highlighted) are never counted in any statistic. Open a case's "
+           "question to read both answers.</p>"]
+    if not rows_in:
+        out.append("<p>No cases.</p></section>")
+        return "".join(out)
+    out.append('<div class="table-wrap"><table class="per-case"><thead><tr>')
+    out += [f'<th{" class=" + chr(34) + "num" + chr(34) if i in num_cols else ""}>{esc(h)}</th>'
+            for i, h in enumerate(headers)]
+    out.append("</tr></thead>")
+    for row in rows_in:
+        cid = row.get("case_id")
+        cells = [f"<strong>{esc(cid)}</strong>", esc(row.get("category") or "—"),
+                 _bool_txt(row.get("answerable")), _bool_txt(row.get("finished"))]
+        for j in judges:
+            cells += [_fv(row.get(f"{j}_a"), 2), _fv(row.get(f"{j}_b"), 2)]
+        if has_abst:
+            cells += [_bool_txt(row.get("abstained_a")), _bool_txt(row.get("abstained_b"))]
+        if "pairwise_ab" in row or "pairwise_ba" in row:
+            cells.append(f"{esc(row.get('pairwise_ab'))} / {esc(row.get('pairwise_ba'))} → "
+                         f"<strong>{esc(row.get('pairwise'))}</strong>")
+        else:
+            cells.append('<span class="na">n/a</span>')
+        cells += [esc(", ".join(map(str, _l(row.get("checks_failed_a"))))) or "—",
+                  esc(", ".join(map(str, _l(row.get("checks_failed_b"))))) or "—"]
+        cls = " ".join(c for c, on in (("unfinished", row.get("finished") is False),
+                                       ("flipped", bool(row.get("flipped")))) if on)
+        q = " ".join(str(row.get("question") or "").split())
+        errs = _l(row.get("errors"))
+        detail = [f"<details><summary>{esc(q or '(no question)')}</summary>",
+                  f'<div><strong>A:</strong><div class="answer answer-a">{esc(row.get("answer_a"))}'
+                  "</div></div>",
+                  f'<div><strong>B:</strong><div class="answer answer-b">{esc(row.get("answer_b"))}'
+                  "</div></div>"]
+        if errs:
+            detail.append("<p><strong>Errors:</strong></p><ul>" +
+                          "".join(f"<li>{esc(e)}</li>" for e in errs) + "</ul>")
+        detail.append("</details>")
+        cls_attr = f' class="{esc(cls)}"' if cls else ""
+        out.append(f'<tbody id="case-{esc(cid)}" class="case" data-case="{esc(cid)}">'
+                   f"<tr{cls_attr}>")
+        out += [f'<td{" class=" + chr(34) + "num" + chr(34) if i in num_cols else ""}>{c}</td>'
+                for i, c in enumerate(cells)]
+        out.append(f'</tr><tr class="detail{(" " + esc(cls)) if cls else ""}"><td colspan="'
+                   f'{len(headers)}">{"".join(detail)}</td></tr></tbody>')
+    out.append("</table></div></section>")
+    return "".join(out)
+
+
+def _footer(r: dict) -> str:
+    calls = _d(r.get("calls"))
+    return (f"<footer><p>Calls: {esc(_f(calls.get('distinct_calls')))} distinct LLM calls "
+            f"({esc(_f(calls.get('calls_per_case'), 2))} per case), "
+            f"{esc(_f(calls.get('provider_attempts')))} provider attempts. Frozen result: a claim "
+            "about generation given these contexts, never an end-to-end effect.</p>"
+            f"<p>Report schema version {esc(_f(r.get('schema_version')))}; generated by abtest. This "
+            "page is self-contained: no script, no external resources.</p></footer>")
+
+
+def render_html(report: dict) -> str:
+    """One self-contained HTML document for a report dict (see build.build_report)."""
+    r = _d(report)
+    body = [_header(r), _summary(r), _fixture(r), _checks(_d(r.get("metrics"))), _metrics(r),
+            _gate(r), _incidents(r), _remediation(r), _flipped(r), _unfinished(r), _next_date(r),
+            _cases(r), _footer(r)]
+    return ("<!DOCTYPE html>\n"
+            '<html lang="en"><head><meta charset="utf-8"/>'
+            '<meta name="viewport" content="width=device-width, initial-scale=1"/>'
+            '<meta name="referrer" content="no-referrer"/>'
+            '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+            "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'\"/>"
+            f"<title>abtest report — run {esc(r.get('run_id'))}</title>"
+            f"<style>{CSS}</style></head><body><main>" + "\n".join(body) +
+            "</main></body></html>\n")

@@ -1,0 +1,134 @@
+"""`jsonl:PATH`: import contexts that another tool already retrieved.
+
+Accepted rows (one JSON object per line, extra keys ignored):
+    {"id": "q1", "question": "...", "context": [{"id": "c1", "text": "...", "score"?: 0.8}]}
+    {"question": "...", "contexts": ["chunk text", ...]}           RAGAS style
+    {"user_input": "...", "retrieved_contexts": ["...", ...]}      newer RAGAS names
+Context items may be objects or bare strings; a string (or an object without an id)
+gets the id `sha1(text)[:12]`. Rows match questions by id, else by exact question text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Hashable, Sequence
+
+from abtest.errors import UserError
+from abtest.retrieval.base import Retrieved, Retriever, coerce_chunk, finalize
+
+_QUESTION_KEYS = ("question", "user_input")
+_CONTEXT_KEYS = ("context", "contexts", "retrieved_contexts")
+
+
+class JsonlRetriever(Retriever):
+    method = "import"
+
+    def __init__(self, spec: str, path: str, *, base_dir: str, k: int = 5,
+                 max_chars: int | None = None):
+        super().__init__(spec, k=k, max_chars=max_chars)
+        if not path:
+            raise UserError("expected jsonl:PATH to a file of captured contexts", file=spec)
+        self.path = path if os.path.isabs(path) else os.path.join(base_dir, path)
+        self._rows: list[dict[str, Any]] | None = None
+        self._by_id: dict[str, dict[str, Any]] = {}
+        self._by_text: dict[str, list[dict[str, Any]]] = {}
+
+    def _load(self) -> None:
+        if self._rows is not None:
+            return
+        try:
+            fh = open(self.path, "rb")
+        except FileNotFoundError:
+            raise UserError("capture file not found", file=self.path) from None
+        rows: list[dict[str, Any]] = []
+        with fh:
+            for lineno, raw in enumerate(fh, start=1):
+                where = f"line {lineno}"
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise UserError(f"not valid UTF-8 (byte {exc.start + 1} of the line)",
+                                    file=self.path, where=where) from None
+                if lineno == 1:
+                    line = line.lstrip("\ufeff")
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise UserError(f"invalid JSON ({exc.msg} at column {exc.colno})",
+                                    file=self.path, where=where) from None
+                if not isinstance(row, dict):
+                    raise UserError("expected a JSON object", file=self.path, where=where)
+                rows.append(self._check(row, lineno))
+        self._rows = rows
+        for row in rows:
+            if row["id"] is not None:
+                if row["id"] in self._by_id:
+                    raise UserError(f"question id {row['id']!r} appears twice (first on line "
+                                    f"{self._by_id[row['id']]['line']})", file=self.path,
+                                    where=f"line {row['line']}", field="id")
+                self._by_id[row["id"]] = row
+            if row["question"] is not None:
+                self._by_text.setdefault(row["question"], []).append(row)
+
+    def _check(self, row: dict[str, Any], lineno: int) -> dict[str, Any]:
+        where = f"line {lineno}"
+        qid = row.get("id")
+        if qid is not None:
+            if isinstance(qid, bool) or not isinstance(qid, (str, int)):
+                raise UserError("must be a string", file=self.path, where=where, field="id")
+            qid = str(qid)
+        question = next((row[k] for k in _QUESTION_KEYS if k in row), None)
+        if question is not None and not isinstance(question, str):
+            raise UserError("must be a string", file=self.path, where=where, field="question")
+        if qid is None and question is None:
+            raise UserError("row has neither 'id' nor 'question'", file=self.path, where=where)
+        ckeys = [k for k in _CONTEXT_KEYS if k in row]
+        if len(ckeys) != 1:
+            raise UserError("row needs exactly one of 'context', 'contexts', 'retrieved_contexts'",
+                            file=self.path, where=where)
+        ctx = row[ckeys[0]]
+        if not isinstance(ctx, list):
+            raise UserError("must be a list", file=self.path, where=where, field=ckeys[0])
+        chunks = []
+        for i, item in enumerate(ctx):
+            no_id = isinstance(item, dict) and item.get("id") is None
+            chunks.append(coerce_chunk(item, source=self.path, where=f"{where}, {ckeys[0]}[{i}]",
+                                       fields={"id": None} if no_id else None))
+        kws = row.get("keywords")
+        terms = row.get("search_terms")
+        return {"line": lineno, "id": qid, "question": question, "chunks": chunks,
+                "keywords": kws if isinstance(kws, list) and all(isinstance(x, str) for x in kws)
+                else None,
+                "search_terms": terms if isinstance(terms, str) else None}
+
+    def retrieve_many(self, questions: Sequence[tuple[Hashable, str]], k: int | None = None
+                      ) -> dict[Hashable, Retrieved]:
+        k = self._k(k)
+        self._load()
+        out: dict[Hashable, Retrieved] = {}
+        for qid, question in questions:
+            row = self._by_id.get(str(qid))
+            if row is not None:
+                if row["question"] is not None and " ".join(row["question"].split()) != \
+                        " ".join(question.split()):
+                    raise UserError(f"row for question {qid!r} has a different question text "
+                                    f"({row['question'][:60]!r}); is this the right file?",
+                                    file=self.path, where=f"line {row['line']}")
+            else:
+                cands = self._by_text.get(question, [])
+                if not cands:
+                    raise UserError(f"question {qid!r} ({question[:60]!r}) is not in the file "
+                                    "(matched by id, then by exact question text)",
+                                    file=self.path)
+                if len(cands) > 1 and len({tuple(c.id for c in r["chunks"]) for r in cands}) > 1:
+                    raise UserError(f"question {qid!r} matches several rows with different "
+                                    f"contexts (lines {', '.join(str(r['line']) for r in cands)}); "
+                                    "add ids", file=self.path)
+                row = cands[0]
+            out[qid] = finalize(row["chunks"], k=k, max_chars=self.max_chars, source=self.path,
+                                qid=qid, keywords=row["keywords"],
+                                search_terms=row["search_terms"])
+        return out

@@ -1,0 +1,208 @@
+"""Bad input: exit 2, one line naming file / line or case / field, no traceback, nothing written."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from abtest.cli import cli
+from fakes import Brain, install
+
+RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
+
+
+def snapshot_tree(root: Path) -> dict[str, str]:
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def expect_bad(args, *needles, root: Path | None = None):
+    root = root or Path.cwd()
+    before = snapshot_tree(root)
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    err = r.stderr.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    for n in needles:
+        assert n in err, (n, err)
+    assert snapshot_tree(root) == before, "bad input changed files"
+    return err
+
+
+@pytest.fixture(autouse=True)
+def _brain():
+    return install(Brain())
+
+
+def write_cases(path: Path, lines: list[str]):
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "cases.jsonl").write_text("\n".join(lines) + "\n")
+
+
+GOOD = {"id": "x", "question": "q?", "context": [{"id": "c", "text": "t"}], "corpus_version": "v",
+        "retriever": "r", "answerable": True}
+
+
+def test_malformed_jsonl_line(project):
+    write_cases(Path("fixtures/bad"), [json.dumps(GOOD), "{not json"])
+    expect_bad(["fixtures", "seal", "fixtures/bad"], "cases.jsonl", "line 2", "invalid JSON")
+
+
+def test_missing_required_field(project):
+    g = dict(GOOD)
+    del g["answerable"]
+    write_cases(Path("fixtures/bad"), [json.dumps(g)])
+    expect_bad(["fixtures", "seal", "fixtures/bad"], "line 1", "case x", "answerable", "missing")
+
+
+def test_duplicate_case_id(project):
+    write_cases(Path("fixtures/bad"), [json.dumps(GOOD), json.dumps(GOOD)])
+    expect_bad(["fixtures", "seal", "fixtures/bad"], "line 2", "duplicate case id")
+
+
+def test_unknown_case_key(project):
+    write_cases(Path("fixtures/bad"), [json.dumps({**GOOD, "contxt": []})])
+    expect_bad(["fixtures", "seal", "fixtures/bad"], "contxt", "unknown key")
+
+
+def test_chunk_without_text(project):
+    write_cases(Path("fixtures/bad"), [json.dumps({**GOOD, "context": [{"id": "c", "text": ""}]})])
+    expect_bad(["fixtures", "seal", "fixtures/bad"], "context.0.text")
+
+
+def test_unknown_variant_key(project):
+    Path("variants/b.yaml").write_text(Path("variants/b.yaml").read_text() + "temprature: 0\n")
+    expect_bad(RUN, "variants/b.yaml", "temprature", "unknown key")
+
+
+def test_template_variable_that_does_not_exist(project):
+    Path("variants/b.yaml").write_text(Path("variants/b.yaml").read_text().replace(
+        "{{ question }}", "{{ questoin }}"))
+    expect_bad(RUN, "variants/b.yaml", "questoin", "field 'user'")
+
+
+def test_missing_variant_file(project):
+    expect_bad(["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b",
+                "variants/nope.yaml"], "variants/nope.yaml", "not found")
+
+
+def test_missing_fixture(project):
+    expect_bad(["run", "--fixture", "fixtures/nope", "--a", "variants/a.yaml", "--b",
+                "variants/b.yaml"], "fixtures/nope", "not found")
+
+
+def test_yaml_syntax_error(project):
+    Path("variants/a.yaml").write_text("name: x\nuser: [unclosed\n")
+    expect_bad(RUN, "variants/a.yaml", "YAML syntax error", "line")
+
+
+def test_config_key_typo(project):
+    Path("abtest.yaml").write_text(Path("abtest.yaml").read_text() + "concurency: 3\n")
+    expect_bad(RUN, "abtest.yaml", "concurency", "unknown key")
+
+
+def test_missing_api_key_env_for_remote_model(project):
+    Path("abtest.yaml").write_text(Path("abtest.yaml").read_text().replace(
+        "judge: {model: fake/judge, temperature: 0}",
+        "judge: {model: openai/gpt-4o-mini, api_key_env: ABTEST_TEST_MISSING_KEY}"))
+    err = expect_bad(RUN, "ABTEST_TEST_MISSING_KEY", "is not set")
+    assert "judge" in err
+
+
+def test_tampered_fixture_names_the_case(project):
+    p = Path("fixtures/small/cases.jsonl")
+    p.write_text(p.read_text().replace("Rollo was a Viking leader.", "Rollo was a Frankish king.", 1))
+    expect_bad(["fixtures", "verify", "fixtures/small"], "case q1", "tampered")
+    expect_bad(RUN, "case q1", "tampered")
+
+
+def test_resume_with_changed_variant_refused(project):
+    r = CliRunner().invoke(cli, RUN)
+    assert r.exit_code == 0
+    run_id = r.stdout.strip().splitlines()[-1]
+    Path("variants/b.yaml").write_text(Path("variants/b.yaml").read_text() + "\n# edited\n")
+    expect_bad(RUN + ["--run-id", run_id, "--resume"], "variant B changed", "b.yaml")
+
+
+def test_unknown_run_id(project):
+    CliRunner().invoke(cli, RUN)
+    expect_bad(["report", "nope"], "no run 'nope'")
+
+
+def test_report_without_store(project):
+    expect_bad(["report", "x"], "results store not found")
+
+
+def test_bad_config_value_type(project):
+    Path("abtest.yaml").write_text(Path("abtest.yaml").read_text().replace("concurrency: 4",
+                                                                           "concurrency: many"))
+    expect_bad(RUN, "abtest.yaml", "concurrency")
+
+
+def test_unknown_judge_name(project):
+    Path("abtest.yaml").write_text(Path("abtest.yaml").read_text().replace(
+        "judges: [pairwise", "judges: [pairwize"))
+    expect_bad(RUN, "abtest.yaml", "pairwize")
+
+
+def test_non_utf8_cases(project):
+    Path("fixtures/bad").mkdir()
+    Path("fixtures/bad/cases.jsonl").write_bytes(json.dumps(GOOD).encode() + b"\n\xff\xfe\n")
+    expect_bad(["fixtures", "seal", "fixtures/bad"], "not valid UTF-8", "line 2")
+
+
+def test_second_writer_gets_clear_message(project, tmp_path):
+    """A second process on the same store: exit 2 with one clear line."""
+    import duckdb
+
+    Path("results").mkdir(exist_ok=True)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import duckdb,sys,time; c=duckdb.connect('results/abtest.duckdb'); "
+        "print('ready', flush=True); time.sleep(30)")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        r = CliRunner().invoke(cli, RUN)
+        assert r.exit_code == 2, r.stderr
+        assert "in use by another abtest process" in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+    finally:
+        holder.kill()
+        holder.wait()
+    del duckdb
+
+
+def test_capture_refuses_to_overwrite(project, tmp_path):
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"id": "x", "question": "q"}) + "\n")
+    imp = tmp_path / "cap.jsonl"
+    imp.write_text(json.dumps({"id": "x", "question": "q", "context": [{"id": "c", "text": "t"}]}) + "\n")
+    expect_bad(["capture", str(q), "--retriever", f"jsonl:{imp}", "--out", "fixtures/small"],
+               "already exists", "--force")
+
+
+def test_questions_bad_rows(project, tmp_path):
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"id": "x", "question": "  "}) + "\n")
+    expect_bad(["capture", str(q), "--retriever", "jsonl:whatever", "--out", "fixtures/new"],
+               "q.jsonl", "line 1", "question")
+    q.write_text(json.dumps({"id": "x", "question": "a"}) + "\n" + json.dumps({"id": "x", "question": "b"}) + "\n")
+    expect_bad(["capture", str(q), "--retriever", "jsonl:whatever", "--out", "fixtures/new"],
+               "duplicate question id")
+    assert not Path("fixtures/new").exists()
+
+
+def test_debug_env_shows_traceback_only_when_asked(project):
+    env = {**os.environ, "ABTEST_DEBUG": ""}
+    out = subprocess.run([sys.executable, "-m", "abtest.cli", "report", "x"], capture_output=True,
+                         text=True, env=env)
+    assert out.returncode == 2 and "Traceback" not in out.stderr

@@ -1,0 +1,169 @@
+"""Crash safety against a real loopback OpenAI-compatible server: SIGKILL mid-run, then
+--resume completes without re-sending finished calls and matches an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fake_llm_server import FakeLLMServer as _Server
+from fakes import Brain, make_project
+
+
+def brain_responder(body):
+    out = Brain()(body["messages"], body)
+    return out if isinstance(out, str) else json.dumps(out)
+
+
+def FakeLLMServer(**kw):
+    """The loopback server answering like the scripted Brain (judges get valid JSON)."""
+    return _Server(responder=brain_responder, **kw)
+
+SECRET = "sk-test-SECRET-abc123456789"
+
+
+def config(url: str, store: str = "results/abtest.duckdb") -> str:
+    return f"""\
+generator: {{model: openai/fake-gen, api_base: "{url}", api_key_env: FAKE_LLM_KEY, max_tokens: 100}}
+judge: {{model: openai/fake-judge, api_base: "{url}", api_key_env: FAKE_LLM_KEY}}
+concurrency: 2
+timeout_s: 5
+max_retries: 3
+retry_backoff_s: 0.01
+store: {store}
+judges: [pairwise, faithfulness, coverage, abstention]
+"""
+
+
+def many_cases(n: int):
+    from abtest.models import Case, Chunk
+
+    return [Case(id=f"q{i:03d}", question=f"What is fact number {i}?", answerable=i % 4 != 0,
+                 corpus_version="v1", retriever="test", reference_answer=f"fact {i}",
+                 context=[Chunk(id=f"c{i}", text=f"Fact number {i} is that {i} is a number.")])
+            for i in range(n)]
+
+
+def abtest(*args, env=None, wait=True):
+    cmd = [sys.executable, "-m", "abtest.cli", *args]
+    if wait:
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def results(store_path: Path, run_id: str) -> dict:
+    from abtest.store import Store
+
+    s = Store(store_path, read_only=True)
+    try:
+        gens = {(g["case_id"], g["variant"]): g["answer"] for g in s.generations(run_id)}
+        judg = {(j["case_id"], j["judge"], j["subject"]): (j["verdict"], j["score"])
+                for j in s.judgments(run_id)}
+        return {"gens": gens, "judgments": judg}
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def server():
+    srv = FakeLLMServer(latency=0.03, max_seconds=300)
+    url = srv.start()
+    yield srv, url
+    srv.stop()
+
+
+def test_sigkill_then_resume_repeats_no_finished_call(tmp_path, server):
+    srv, url = server
+    env = {**os.environ, "FAKE_LLM_KEY": SECRET}
+    proj = make_project(tmp_path / "p", many_cases(24), config=config(url))
+    run = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
+    os.chdir(proj)
+    kills = 0
+    for threshold in (15, 60):  # kill twice, at different points
+        proc = abtest(*run, *(["--resume"] if kills else []), env=env, wait=False)
+        deadline = time.time() + 60
+        while len(srv.requests) < threshold and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += 1
+    before_resume = dict(srv.counts)
+    out = abtest(*run, "--resume", env=env)
+    assert out.returncode == 0, out.stderr
+    run_id = out.stdout.strip().splitlines()[-1]
+    repeated = {h: c for h, c in srv.counts.items() if c > 1}
+    # only requests that were in flight at a kill (at most `concurrency` per kill) may repeat
+    assert len(repeated) <= 2 * kills, repeated
+    assert sum(before_resume.values()) > 0
+
+    # identical to an uninterrupted run in a separate store
+    (proj / "clean.yaml").write_text(config(url, "results/clean.duckdb"))
+    clean = abtest("--config", "clean.yaml", *run, env=env)
+    assert clean.returncode == 0, clean.stderr
+    clean_id = clean.stdout.strip().splitlines()[-1]
+    assert results(proj / "results/abtest.duckdb", run_id) == results(proj / "results/clean.duckdb", clean_id)
+
+    rep = abtest("report", run_id, "--format", "json", env=env)
+    assert json.loads(rep.stdout)["status"] == "complete"
+    # the API key never reaches the store, a report or the output
+    for p in (proj / "results").rglob("*"):
+        if p.is_file():
+            assert SECRET.encode() not in p.read_bytes(), p
+    for text in (out.stdout, out.stderr, rep.stdout, rep.stderr):
+        assert SECRET not in text
+
+
+def test_injected_faults_same_results_as_clean(tmp_path):
+    faulty = FakeLLMServer(latency=0.0, faults={"429": 0.1, "500": 0.05, "503": 0.05,
+                                                "malformed": 0.05, "empty": 0.05},
+                           retry_after=0.01, seed=7, deterministic_faults_by_hash=True,
+                           max_seconds=300)
+    clean = FakeLLMServer(latency=0.0, max_seconds=300)
+    fu, cu = faulty.start(), clean.start()
+    try:
+        env = {**os.environ, "FAKE_LLM_KEY": SECRET}
+        pf = make_project(tmp_path / "f", many_cases(12), config=config(fu).replace(
+            "max_retries: 3", "max_retries: 8"))
+        pc = make_project(tmp_path / "c", many_cases(12), config=config(cu))
+        run = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
+        os.chdir(pf)
+        of = abtest(*run, env=env)
+        os.chdir(pc)
+        oc = abtest(*run, env=env)
+        assert oc.returncode == 0, oc.stderr
+        assert of.returncode == 0, of.stderr
+        assert sum(faulty.fault_counts.values()) > 0
+        rf = results(pf / "results/abtest.duckdb", of.stdout.strip().splitlines()[-1])
+        rc = results(pc / "results/abtest.duckdb", oc.stdout.strip().splitlines()[-1])
+        assert rf == rc
+    finally:
+        faulty.stop()
+        clean.stop()
+
+
+def test_retries_exhausted_is_incomplete_exit_3(tmp_path):
+    srv = FakeLLMServer(latency=0.0, faults={"503": 1.0}, max_seconds=120)
+    url = srv.start()
+    try:
+        env = {**os.environ, "FAKE_LLM_KEY": SECRET}
+        os.chdir(make_project(tmp_path / "p", many_cases(3), config=config(url).replace(
+            "max_retries: 3", "max_retries: 1")))
+        out = abtest("run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b",
+                     "variants/b.yaml", env=env)
+        assert out.returncode == 3
+        assert "unfinished cases: q000, q001, q002" in out.stderr
+        run_id = out.stdout.strip().splitlines()[-1]
+        rep = json.loads(abtest("report", run_id, "--format", "json", env=env).stdout)
+        assert rep["status"] == "incomplete" and rep["n_finished"] == 0
+        assert rep["metrics"].get("pairwise") is None
+        gate = abtest("gate", run_id, env=env)
+        assert gate.returncode == 3 and "INCOMPLETE" in gate.stdout
+    finally:
+        srv.stop()
