@@ -162,7 +162,7 @@ def capture(ctx, questions, spec, out, corpus_version, k, refresh_every_days, fo
         from .keywords import llm_keywords_fn
 
         opts["keywords_fn"] = llm_keywords_fn(lc)
-    retriever = get_retriever(spec, base_dir=Path.cwd(), **opts)
+    retriever = get_retriever(spec, base_dir=Path.cwd(), k=k, **opts)
     fx = do_capture(qs, retriever, out=out, corpus_version=corpus_version or date.today().isoformat(),
                     k=k, force=force, refresh_every_days=refresh_every_days, progress=_progress)
     click.echo(f"captured {len(fx.cases)} cases → {fx.path} (cases_sha256 {fx.cases_sha256[:16]}…)")
@@ -429,6 +429,86 @@ def snapshot(ctx, variant, fixture, case_id, update):
     code, text = do_snapshot(_config(ctx), variant, fixture, case_id=case_id, update=update)
     click.echo(text, nl=not text.endswith("\n"))
     sys.exit(code)
+
+
+# --------------------------------------------------------------------------- human review
+@cli.group()
+def review():
+    """Blind human labels for judge validation: export a pack, import labels, status."""
+
+
+def _resolve_run(store, run_id):
+    if run_id in ("latest", "last"):
+        return store.latest_run_id() or run_id
+    return run_id
+
+
+@review.command("export")
+@click.argument("run_id")
+@click.option("--n", default=40, show_default=True,
+              help="Random sample size on top of every pairwise disagreement/tie.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--out", default=None, type=click.Path(file_okay=False),
+              help="Pack folder [results/review/RUN_ID].")
+@click.pass_context
+def review_export(ctx, run_id, n, seed, out):
+    """Write a blind review pack (items.jsonl, labels.csv, review.html)."""
+    from pathlib import Path
+
+    from . import review as rv
+    from .report.build import load_run
+
+    lc, store = _open_store(ctx, read_only=False)
+    try:
+        run_id = _resolve_run(store, run_id)
+        load_run(store, run_id)
+        target = Path(out) if out else lc.store_path.parent / "review" / run_id
+        res = rv.export_pack(store, run_id, target, n=n, seed=seed)
+    finally:
+        store.close()
+    for p in res["paths"]:
+        click.echo(str(p))
+    _progress(f"{res['n_items']} items to label; then: abtest review import {run_id} FILE")
+
+
+@review.command("import")
+@click.argument("run_id")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--reviewer", default=None, help="Reviewer name [from the file, else the OS user].")
+@click.pass_context
+def review_import(ctx, run_id, file, reviewer):
+    """Validate and store labels (all or nothing)."""
+    from . import review as rv
+
+    lc, store = _open_store(ctx, read_only=False)
+    try:
+        run_id = _resolve_run(store, run_id)
+        n = rv.import_labels(store, run_id, file, reviewer=reviewer)
+    finally:
+        store.close()
+    click.echo(f"imported {n} label(s)")
+
+
+@review.command("status")
+@click.argument("run_id")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.pass_context
+def review_status(ctx, run_id, fmt):
+    """Labels so far, agreement (kappa) per judge, and how many more the validation rule needs."""
+    import json
+
+    from . import review as rv
+
+    lc, store = _open_store(ctx)
+    try:
+        run_id = _resolve_run(store, run_id)
+        st = rv.status(store, run_id)
+    finally:
+        store.close()
+    if fmt == "json":
+        click.echo(json.dumps(st, default=str, indent=2))
+    else:
+        click.echo(rv.render_status(st), nl=False)
 
 
 def main() -> None:

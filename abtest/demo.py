@@ -18,8 +18,8 @@ DEMO_CONFIG = """\
 # abtest demo configuration: the embedded SmolLM2-135M model generates AND judges.
 # A 135M model judging itself demonstrates the machinery; its verdicts are not evidence.
 # Point generator/judge at any litellm model (and set allow_self_judge: false) for real use.
-generator: {model: %(model)s, temperature: 0, max_tokens: 120}
-judge:     {model: %(model)s, temperature: 0, max_tokens: 300}
+generator: {model: %(model)s, temperature: 0, max_tokens: 80}
+judge:     {model: %(model)s, temperature: 0, max_tokens: 400}
 concurrency: 2
 timeout_s: 120
 max_retries: 2
@@ -94,7 +94,7 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 20, model: str 
         build_index(data / "corpus.jsonl", index_path)
     fixture = d / "fixtures" / "normans"
     progress(f"capturing {n_questions} questions with the local BM25 retriever (k={k})")
-    retriever = get_retriever(f"local:{index_path}", base_dir=d)
+    retriever = get_retriever(f"local:{index_path}", base_dir=d, k=k)
     capture(load_questions(qpath), retriever, out=fixture, corpus_version="squad2-dev-normans",
             k=k, force=True, progress=progress)
     progress("running A = plain vs B = grounded on the embedded model (generate, check, judge)")

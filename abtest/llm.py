@@ -167,6 +167,8 @@ class LLMResult:
     cached: bool = False
     call_hash: str = ""
     attempts: int = 0
+    retryable: bool = False
+    retry_after: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -270,62 +272,73 @@ class Gateway:
         kw.update(spec.extra)
         return kw
 
+    def _attempt(self, litellm, spec, kw, h, purpose, case_id, attempt_no) -> LLMResult:
+        """One provider attempt, logged; classifies the outcome for the retry policy."""
+        t0 = time.monotonic()
+        with self.sem:
+            with self._stats_lock:
+                self.stats.provider_calls += 1
+                self.stats.by_purpose[purpose] = self.stats.by_purpose.get(purpose, 0) + 1
+                if self.stats.first_request is None:
+                    self.stats.first_request = time.time()
+            try:
+                resp = litellm.completion(**kw)
+                exc = None
+            except Exception as e:  # classified below
+                resp, exc = None, e
+            with self._stats_lock:
+                self.stats.last_response = time.time()
+        latency = (time.monotonic() - t0) * 1000
+        if resp is not None:
+            res = _result_from(litellm, resp, h, latency)
+            if not res.content or not res.content.strip():
+                res.error, res.retryable = "empty content from provider", True
+        else:
+            res = LLMResult(content=None, error=_describe(exc), latency_ms=latency, call_hash=h,
+                            retryable=_retryable(litellm, exc), retry_after=_retry_after(exc))
+        res.attempts = attempt_no
+        self._log(res, spec, purpose, case_id, attempt_no)
+        return res
+
+    def _wait(self, state) -> float:
+        """Exponential backoff with jitter, never shorter than the provider's Retry-After."""
+        res: LLMResult = state.outcome.result()
+        delay = min(self.backoff_max_s, self.backoff_base_s * (2 ** (state.attempt_number - 1)))
+        delay *= 0.5 + self._rng.random() / 2
+        if res.retry_after is not None:
+            delay = max(delay, min(res.retry_after, self.backoff_max_s))
+        return delay
+
     def _call_with_retries(self, spec, messages, h, *, purpose, case_id, response_format,
                            max_tokens) -> LLMResult:
+        from tenacity import Retrying, retry_if_result, stop_after_attempt
+
         litellm = _litellm()
         if spec.model.startswith(LOCAL_PREFIX) or any(
                 spec.model.startswith(p + "/") for p in _TEST_PROVIDERS):
             _register_providers()
         kw = self._kwargs(spec, messages, response_format, max_tokens)
-        attempt = 0
-        while True:
-            attempt += 1
-            t0 = time.monotonic()
-            with self.sem:
-                with self._stats_lock:
-                    self.stats.provider_calls += 1
-                    self.stats.by_purpose[purpose] = self.stats.by_purpose.get(purpose, 0) + 1
-                    if self.stats.first_request is None:
-                        self.stats.first_request = time.time()
-                try:
-                    resp = litellm.completion(**kw)
-                    err, retry_after = None, None
-                except Exception as exc:  # classified below
-                    resp = None
-                    err, retry_after = _describe(exc), _retry_after(exc)
-                    retryable = _retryable(litellm, exc)
-                with self._stats_lock:
-                    self.stats.last_response = time.time()
-            latency = (time.monotonic() - t0) * 1000
-            if resp is not None:
-                res = _result_from(litellm, resp, h, latency)
-                if not res.content or not res.content.strip():
-                    res.error, retryable = "empty content from provider", True
-                    retry_after = None
-            else:
-                res = LLMResult(content=None, error=err, latency_ms=latency, call_hash=h)
-            res.attempts = attempt
-            self._log(res, spec, purpose, case_id, attempt)
-            if res.error is None:
-                self._pin(spec.model, res.model_resolved)
+        counter = iter(range(1, 10_000))
+        retrying = Retrying(
+            stop=stop_after_attempt(self.max_retries + 1), wait=self._wait,
+            retry=retry_if_result(lambda r: r.error is not None and r.retryable),
+            retry_error_callback=lambda state: state.outcome.result())
+        res = retrying(lambda: self._attempt(litellm, spec, kw, h, purpose, case_id, next(counter)))
+        if res.error is None:
+            self._pin(spec.model, res.model_resolved)
+            if self.store is not None:
                 self.store.put_cache({
                     "call_hash": h, "model_requested": spec.model,
                     "model_resolved": res.model_resolved,
                     "system_fingerprint": res.system_fingerprint, "content": res.content,
                     "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
-                    "cost": res.cost, "latency_ms": res.latency_ms}) if self.store is not None else None
-                return res
-            if not retryable or attempt > self.max_retries:
-                with self._stats_lock:
-                    self.stats.errors += 1
-                if attempt > 1:
-                    res.error = f"{res.error} (after {attempt} attempts)"
-                return res
-            delay = min(self.backoff_max_s, self.backoff_base_s * (2 ** (attempt - 1)))
-            delay = delay * (0.5 + self._rng.random() / 2)
-            if retry_after is not None:
-                delay = max(delay, min(retry_after, self.backoff_max_s))
-            time.sleep(delay)
+                    "cost": res.cost, "latency_ms": res.latency_ms})
+            return res
+        with self._stats_lock:
+            self.stats.errors += 1
+        if res.attempts > 1:
+            res.error = f"{res.error} (after {res.attempts} attempts)"
+        return res
 
 
 def _result_from(litellm, resp, h: str, latency_ms: float) -> LLMResult:

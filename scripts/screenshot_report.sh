@@ -30,7 +30,7 @@ trap 'rm -rf "$profile"' EXIT
 "$chromium" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
   --disable-background-networking --disable-component-update --disable-sync \
   --disable-dev-shm-usage --hide-scrollbars --user-data-dir="$profile" \
-  --window-size="$size" --screenshot="$out_abs" "file://$report_abs" \
+  --window-size="$size" --screenshot="$out_abs" "$report_abs" \
   >"$profile/chromium.log" 2>&1 || {
     echo "error: chromium failed; its log:" >&2
     cat "$profile/chromium.log" >&2

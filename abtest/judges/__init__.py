@@ -11,27 +11,29 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from ..models import Case
-from .common import ask_json, context_block, load_prompt, neutralise, to_json  # noqa: F401
+from .common import (ask_json, context_block, exact_list_schema, load_prompt,  # noqa: F401
+                     neutralise, to_json)
 
 
 class PairwiseVerdict(BaseModel):
     winner: Literal["1", "2", "tie"]
     margin: float = Field(default=0.5, ge=0, le=1)
-    rationale: str = ""
+    rationale: str = Field(default="", json_schema_extra={"maxLength": 200})
 
 
 class Claims(BaseModel):
-    claims: list[str]
+    claims: list[str] = Field(json_schema_extra={"maxItems": 6, "items": {"type": "string",
+                                                                          "maxLength": 200}})
 
 
 class ClaimVerdict(BaseModel):
     claim: int
     verdict: Literal["supported", "contradicted", "not_in_context"]
-    chunk_id: str | None = None
+    chunk_id: str | None = Field(default=None, json_schema_extra={"maxLength": 120})
 
 
 class ClaimVerdicts(BaseModel):
-    verdicts: list[ClaimVerdict]
+    verdicts: list[ClaimVerdict] = Field(json_schema_extra={"maxItems": 12})
 
 
 class PointVerdict(BaseModel):
@@ -40,11 +42,12 @@ class PointVerdict(BaseModel):
 
 
 class Coverage(BaseModel):
-    points: list[PointVerdict]
+    points: list[PointVerdict] = Field(json_schema_extra={"maxItems": 12})
 
 
 class KeyPoints(BaseModel):
-    key_points: list[str]
+    key_points: list[str] = Field(json_schema_extra={"maxItems": 5, "items": {"type": "string",
+                                                                              "maxLength": 200}})
 
 
 class Abstained(BaseModel):
@@ -53,7 +56,7 @@ class Abstained(BaseModel):
 
 class Score(BaseModel):
     score: float = Field(ge=0, le=1)
-    explanation: str = ""
+    explanation: str = Field(default="", json_schema_extra={"maxLength": 300})
 
 
 def _row(case: Case, judge: str, subject: str, call, *, verdict=None, score=None, margin=None,
@@ -106,7 +109,8 @@ def faithfulness(gateway, spec, case: Case, answer: str, variant: str, *,
                     rationale="no factual claims extracted"), []
     numbered = "\n".join(f"{i + 1}. {c}" for i, c in enumerate(claims))
     ver = ask_json(gateway, spec, pv, {"context": context_block(case.context), "claims": numbered},
-                   ClaimVerdicts, purpose="judge:verify", case_id=case.id)
+                   ClaimVerdicts, purpose="judge:verify", case_id=case.id,
+                   schema=exact_list_schema(ClaimVerdicts, "verdicts", len(claims), "claim"))
     ver.call_hashes = ext.call_hashes + ver.call_hashes
     if ver.value is None:
         return _row(case, "faithfulness", variant, ver, prompt_sha=sha), []
@@ -153,7 +157,8 @@ def coverage(gateway, spec, case: Case, answer: str, variant: str, points: list[
     numbered = "\n".join(f"{i + 1}. {k}" for i, k in enumerate(points))
     call = ask_json(gateway, spec, p, {"question": case.question, "key_points": numbered,
                                       "answer": answer}, Coverage,
-                    purpose="judge:coverage", case_id=case.id)
+                    purpose="judge:coverage", case_id=case.id,
+                    schema=exact_list_schema(Coverage, "points", len(points), "point"))
     if call.value is None:
         return _row(case, "coverage", variant, call, prompt_sha=p.sha256)
     by_num = {v.point: v.covered for v in call.value.points}

@@ -46,9 +46,30 @@ def context_block(chunks) -> str:
     return "\n\n".join(f"[{c.id}] {c.text}" for c in chunks) or "(no context was retrieved)"
 
 
-def json_schema_format(model: type[BaseModel]) -> dict:
+def json_schema_format(model: type[BaseModel], schema: dict | None = None) -> dict:
     return {"type": "json_schema",
-            "json_schema": {"name": model.__name__.lower(), "schema": model.model_json_schema()}}
+            "json_schema": {"name": model.__name__.lower(),
+                            "schema": schema or model.model_json_schema()}}
+
+
+def exact_list_schema(model: type[BaseModel], field: str, n: int, index_key: str) -> dict:
+    """The model's schema with `field` holding exactly n items numbered 1..n, in order.
+
+    Small models otherwise keep inventing items until max_tokens cuts the JSON.
+    """
+    import copy
+
+    schema = copy.deepcopy(model.model_json_schema())
+    arr = schema["properties"][field]
+    arr["minItems"] = arr["maxItems"] = n
+    ref = arr["items"]["$ref"].split("/")[-1]
+    item = copy.deepcopy(schema["$defs"][ref])
+    arr["prefixItems"] = []
+    for i in range(1, n + 1):
+        it = copy.deepcopy(item)
+        it["properties"][index_key] = {"type": "integer", "const": i}
+        arr["prefixItems"].append(it)
+    return schema
 
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
@@ -85,10 +106,11 @@ class JudgeCall:
 
 
 def ask_json(gateway, spec, prompt: Prompt, values: dict[str, str], model: type[BaseModel], *,
-             purpose: str, case_id: str | None, sample: int = 0) -> JudgeCall:
+             purpose: str, case_id: str | None, sample: int = 0,
+             schema: dict | None = None) -> JudgeCall:
     """One judge call, schema-validated, with one repair retry on invalid JSON."""
     messages = [{"role": "user", "content": prompt.render(**values)}]
-    fmt = json_schema_format(model)
+    fmt = json_schema_format(model, schema)
     res = gateway.complete(spec, messages, purpose=purpose, case_id=case_id, sample=sample,
                            response_format=fmt)
     call = JudgeCall(None, None, [res.call_hash], res.model_resolved, 1)

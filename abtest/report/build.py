@@ -334,6 +334,10 @@ def build_report(store, run_id: str, config=None) -> dict:
         "metrics": metrics, "holm": holm_info, "incidents": incidents,
         "calls": _calls(store, run_id, len(all_ids)),
     }
+    if store.human_labels(run_id):
+        from ..review import ppi_headlines
+
+        report["ppi"] = _plain(ppi_headlines(store, run_id, alpha))
     report["prompt_diff"] = _prompt_diff(gens)
     report["claim"] = licensed_claim(report, cfg)
     report["taxonomy"], report["remediation"] = _taxonomy(report, finished, jby, checks, cases, gen_by)

@@ -34,7 +34,7 @@ CSS = """
 *{box-sizing:border-box}
 body{margin:0;font:15px/1.5 -apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,"Helvetica Neue",
 Arial,"DejaVu Sans",sans-serif;color:var(--fg);background:#fff}
-main{max-width:1100px;margin:0 auto;padding:24px 28px 48px}
+main{max-width:1180px;margin:0 auto;padding:24px 28px 48px}
 h1{font-size:1.6em;margin:0 0 .4em;overflow-wrap:anywhere}
 h2{font-size:1.25em;margin:2em 0 .6em;padding-bottom:.25em;border-bottom:1px solid var(--line)}
 h3{font-size:1.05em;margin:1.4em 0 .4em}
@@ -53,6 +53,7 @@ th,td{border:1px solid var(--line);padding:4px 8px;text-align:left;vertical-alig
 th{background:var(--bg2);font-weight:600}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .na{color:var(--na)}
+.nowrap{white-space:nowrap}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:.85em;font-weight:600;
 color:#fff;background:var(--na)}
 .badge.pass,.badge.PASS{background:var(--pass)}
@@ -179,7 +180,7 @@ def _nice_step(span: float, target: int = 6) -> float:
 # --------------------------------------------------------------------------- plots
 
 FOREST_KEYS = [
-    ("pairwise", "pairwise win rate − 0.5", "higher favours B"),
+    ("pairwise", "pairwise win rate B − A", "higher favours B"),
     ("faithfulness", "faithfulness", "higher favours B"),
     ("coverage", "coverage", "higher favours B"),
     ("quality", "quality", "higher favours B"),
@@ -206,8 +207,6 @@ def forest_rows(metrics: dict) -> tuple[list[dict], list[str]]:
         if m is None:
             continue
         d, lo, hi = _num(m.get("difference")), _num(m.get("ci_low")), _num(m.get("ci_high"))
-        if key == "pairwise" and lo is not None and hi is not None:
-            lo, hi = lo - 0.5, hi - 0.5        # the CI is on the win rate; plot it around 0.5
         if d is None or lo is None or hi is None:
             skipped.append(label)
             continue
@@ -223,7 +222,7 @@ def svg_forest(metrics: dict) -> str:
     if not rows:
         return ('<p class="note" id="forest-missing">No metric has a paired difference with a '
                 "confidence interval; no forest plot.</p>")
-    W, left, right_w, top, row_h = 980, 230, 300, 34, 40
+    W, left, right_w, top, row_h = 1000, 230, 310, 34, 40
     x0, x1 = left, W - right_w
     H = top + row_h * len(rows) + 44
     lo = min(min(r["lo"] for r in rows), 0.0)
@@ -333,16 +332,16 @@ def svg_pairwise(pw: dict | None) -> str:
                        'stroke="#ffffff" stroke-width="1"/>')
             if w >= 26:
                 out.append(f'<text x="{_c(x + w / 2)}" y="{y + h / 2 + 5}" font-size="14" '
-                           f'font-weight="700" text-anchor="middle" style="fill:#ffffff">'
+                           f'font-weight="700" text-anchor="middle" '
+                           f'style="fill:{"#ffffff" if colour in (C_A, C_B) else "#1b1f24"}">'
                            f"{esc(n)}</text>")
         out.append("</g>")
         x += w
-    lx = x0
-    for key, label, n, colour in segs:
+    for i, (key, label, n, colour) in enumerate(segs):
+        lx = x0 + i * (x1 - x0) / len(segs)
         txt = f"{label}: {n}"
         out.append(f'<rect x="{_c(lx)}" y="{y + h + 14}" width="12" height="12" fill="{colour}"/>'
                    f'<text x="{_c(lx + 17)}" y="{y + h + 24}" font-size="12">{esc(txt)}</text>')
-        lx += 40 + 6.5 * len(txt)
     out.append("</svg>")
     return "".join(out)
 
@@ -546,7 +545,7 @@ def _metrics(r: dict) -> str:
     out = ['<section id="metrics"><h2>Metric scores</h2>',
            '<figure id="forest-figure">', svg_forest(m),
            "<figcaption>Paired differences B − A with unadjusted 95% confidence intervals (the "
-           "pairwise row is the win rate with ties counted half, minus 0.5). A filled colour marks an "
+           "pairwise row is B's win rate minus A's, ties counted half). A filled colour marks an "
            "interval excluding zero; grey intervals include zero. For abstention on answerable cases "
            "a lower rate is better.</figcaption></figure>"]
     rows = []
@@ -770,7 +769,7 @@ def _cases(r: dict) -> str:
         headers += [f"{SHORT[j]} A", f"{SHORT[j]} B"]
     if has_abst:
         headers += ["abst. A", "abst. B"]
-    headers += ["pairwise AB / BA → outcome", "checks failed A", "checks failed B"]
+    headers += ["pairwise AB / BA → outcome", "checks failed"]
     num_cols = set(range(4, 4 + 2 * len(judges)))
     out = ['<section id="cases"><h2>Per-case results</h2>',
            '<p class="note">Scores are judge scores in [0, 1] (' +
@@ -782,8 +781,8 @@ def _cases(r: dict) -> str:
         out.append("<p>No cases.</p></section>")
         return "".join(out)
     out.append('<div class="table-wrap"><table class="per-case"><thead><tr>')
-    out += [f'<th{" class=" + chr(34) + "num" + chr(34) if i in num_cols else ""}>{esc(h)}</th>'
-            for i, h in enumerate(headers)]
+    num = ' class="num"'
+    out += [f'<th{num if i in num_cols else ""}>{esc(h)}</th>' for i, h in enumerate(headers)]
     out.append("</tr></thead>")
     for row in rows_in:
         cid = row.get("case_id")
@@ -794,12 +793,14 @@ def _cases(r: dict) -> str:
         if has_abst:
             cells += [_bool_txt(row.get("abstained_a")), _bool_txt(row.get("abstained_b"))]
         if "pairwise_ab" in row or "pairwise_ba" in row:
-            cells.append(f"{esc(row.get('pairwise_ab'))} / {esc(row.get('pairwise_ba'))} → "
-                         f"<strong>{esc(row.get('pairwise'))}</strong>")
+            cells.append(f'<span class="nowrap">{esc(row.get("pairwise_ab"))} / '
+                         f'{esc(row.get("pairwise_ba"))} → <strong>{esc(row.get("pairwise"))}'
+                         "</strong></span>")
         else:
             cells.append('<span class="na">n/a</span>')
-        cells += [esc(", ".join(map(str, _l(row.get("checks_failed_a"))))) or "—",
-                  esc(", ".join(map(str, _l(row.get("checks_failed_b"))))) or "—"]
+        failed = [f"{v}: {esc(', '.join(map(str, _l(row.get('checks_failed_' + v.lower())))))}"
+                  for v in ("A", "B") if _l(row.get("checks_failed_" + v.lower()))]
+        cells.append("<br/>".join(failed) or "—")
         cls = " ".join(c for c, on in (("unfinished", row.get("finished") is False),
                                        ("flipped", bool(row.get("flipped")))) if on)
         q = " ".join(str(row.get("question") or "").split())
@@ -816,8 +817,7 @@ def _cases(r: dict) -> str:
         cls_attr = f' class="{esc(cls)}"' if cls else ""
         out.append(f'<tbody id="case-{esc(cid)}" class="case" data-case="{esc(cid)}">'
                    f"<tr{cls_attr}>")
-        out += [f'<td{" class=" + chr(34) + "num" + chr(34) if i in num_cols else ""}>{c}</td>'
-                for i, c in enumerate(cells)]
+        out += [f'<td{num if i in num_cols else ""}>{c}</td>' for i, c in enumerate(cells)]
         out.append(f'</tr><tr class="detail{(" " + esc(cls)) if cls else ""}"><td colspan="'
                    f'{len(headers)}">{"".join(detail)}</td></tr></tbody>')
     out.append("</table></div></section>")

@@ -8,7 +8,7 @@ import os
 from typing import Any, Iterator, NamedTuple
 
 from abtest.errors import UserError
-from abtest.index_store import IndexStore
+from abtest.store import IndexStore
 from abtest.retrieval.query import parse, positive_terms, word_spans
 
 _CORPUS_KEYS = ("id", "text", "title", "metadata")

@@ -6,7 +6,7 @@ import os
 from typing import Callable, Hashable, Sequence
 
 from abtest.errors import UserError
-from abtest.index_store import IndexStore
+from abtest.store import IndexStore
 from abtest.retrieval.base import Retrieved, RetrievedChunk, Retriever, finalize
 from abtest.retrieval.query import or_query, parse, stem, tokenize, words
 
@@ -25,6 +25,8 @@ they this those through to too under until up very was wasn we were weren what w
 which while who whom why will with won would wouldn you your yours yourself yourselves
 also get got may might must shall us ll re ve d s t m o y
 tell please know explain describe give show find want need like one ever
+dont doesnt didnt isnt arent wasnt werent cant couldnt wont wouldnt shouldnt hasnt havent
+im ive youre theyre whats hows wheres whos thats theres lets
 """.split())
 
 _STOP_STEMS = frozenset(stem(w) for w in STOPWORDS)

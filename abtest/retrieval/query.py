@@ -56,9 +56,10 @@ def stem(token: str) -> str:
       (classes -> class, boxes -> box, matches -> match, dishes -> dish);
     - any other trailing "s" is dropped (conduits -> conduit, days -> day, sizes -> size).
     Known misses, accepted for predictability: irregular plurals (children, wolves),
-    "-uses" plurals of "-us" nouns (buses -> buse, not bus), "-ches" plurals of "-che"
-    nouns (caches -> cach). Both sides are stemmed alike, so these only cost recall
-    between singular and plural, never a false match between unrelated words.
+    "-uses" plurals of "-us" nouns (buses -> buse, not bus), "-ches"/"-ies" plurals of
+    "-che"/"-ie" nouns (caches -> cach, movies -> movy). Both sides are stemmed alike,
+    so these cost singular/plural recall only. Rare false matches remain where a
+    non-plural loses its "s" (does -> doe, odds -> odd).
     """
     hit = _stem_cache.get(token)
     if hit is not None:
@@ -96,12 +97,26 @@ def normalize_text(text: str) -> str:
 
 def words(text: str) -> list[str]:
     """Lowercased surface words (no stemming): what keyword extraction shows to people."""
-    return [w for w in (_fold(m) for m in _WORD.findall(normalize_text(text))) if w]
+    return [_fold(m) for m in _WORD.findall(normalize_text(text))]
+
+
+class _TokenCache(dict):
+    """raw lowercased word -> index token; corpora reuse a small vocabulary, so this
+    turns tokenising into one C-level dict lookup per word."""
+
+    def __missing__(self, raw: str) -> str:
+        tok = stem(_fold(raw))
+        if len(self) < 500_000:
+            self[raw] = tok
+        return tok
+
+
+_TOKENS = _TokenCache()
 
 
 def tokenize(text: str) -> list[str]:
     """The index's token stream for `text`; queries use the same function."""
-    return [stem(w) for w in words(text)]
+    return list(map(_TOKENS.__getitem__, _WORD.findall(normalize_text(text))))
 
 
 def word_spans(text: str) -> list[tuple[int, int, str]]:

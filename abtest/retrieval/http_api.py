@@ -1,0 +1,167 @@
+"""`http://...` / `https://...`: ask a running retrieval service (stdlib urllib only).
+
+POSTs `{"query": question, "k": k}` unless `body_template` says otherwise: any string
+in the template equal to "{query}", "{k}" or "{id}" is replaced by the value (keeping
+its JSON type), other strings have those placeholders substituted as text. The chunk
+list is read from `chunks_path` (dotted, default "chunks"; a bare JSON list is also
+accepted) and each chunk's fields from `id_field`, `text_field`, `score_field`,
+`metadata_field` (dotted; `id_field=None` derives ids from text).
+
+Failures are split the way the exit codes are: the service unreachable, timing out
+or answering 429/5xx -> IncompleteError; an answer abtest cannot use (not JSON, wrong
+shape, 4xx) -> UserError.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Hashable, Sequence
+
+from abtest.errors import IncompleteError, UserError
+from abtest.retrieval.base import Retrieved, Retriever, coerce_chunk, dig, finalize
+
+_RETRY_STATUS = (429, 502, 503, 504)
+_SECRET_HINTS = ("key", "token", "secret", "password", "sig", "auth")
+
+
+def redact_url(url: str) -> str:
+    """The URL without credentials or secret-looking query values, fit for a fixture."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc += f":{parts.port}"
+    if parts.username:
+        netloc = "***@" + netloc
+    query = urllib.parse.urlencode(
+        [(k, "***" if any(h in k.lower() for h in _SECRET_HINTS) else v)
+         for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)], safe="*")
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def _fill(template: Any, values: dict[str, Any]) -> Any:
+    if isinstance(template, dict):
+        return {k: _fill(v, values) for k, v in template.items()}
+    if isinstance(template, list):
+        return [_fill(v, values) for v in template]
+    if isinstance(template, str):
+        for name, val in values.items():
+            if template == "{" + name + "}":
+                return val
+        for name, val in values.items():
+            template = template.replace("{" + name + "}", str(val))
+    return template
+
+
+class HttpRetriever(Retriever):
+    method = "http"
+
+    def __init__(self, spec: str, *, base_dir: str, k: int = 5, max_chars: int | None = None,
+                 body_template: dict | list | str | None = None, chunks_path: str = "chunks",
+                 id_field: str | None = "id", text_field: str = "text",
+                 score_field: str | None = "score", metadata_field: str | None = "metadata",
+                 auth_env: str | None = None, auth_header: str = "Authorization",
+                 auth_scheme: str = "Bearer", headers: dict[str, str] | None = None,
+                 timeout: float = 30.0, concurrency: int = 4, retries: int = 2):
+        super().__init__(spec, k=k, max_chars=max_chars)
+        self.url = spec
+        if isinstance(body_template, str):
+            try:
+                body_template = json.loads(body_template)
+            except json.JSONDecodeError as exc:
+                raise UserError(f"body_template is not valid JSON ({exc.msg})", file=spec,
+                                field="body_template") from None
+        self.body_template = body_template if body_template is not None else {"query": "{query}",
+                                                                              "k": "{k}"}
+        self.chunks_path = chunks_path
+        self.fields = {"id": id_field, "text": text_field, "score": score_field,
+                       "metadata": metadata_field}
+        self.auth_env, self.auth_header, self.auth_scheme = auth_env, auth_header, auth_scheme
+        self.headers = dict(headers or {})
+        if not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise UserError("timeout must be a positive number of seconds", file=spec,
+                            field="timeout")
+        self.timeout = float(timeout)
+        self.concurrency = max(1, int(concurrency))
+        self.retries = max(0, int(retries))
+
+    def _spec_text(self) -> str:
+        return redact_url(self.url)
+
+    def _headers(self) -> dict[str, str]:
+        h = {"Content-Type": "application/json", "Accept": "application/json", **self.headers}
+        if self.auth_env:
+            token = os.environ.get(self.auth_env)
+            if not token:
+                raise UserError(f"environment variable {self.auth_env} is not set (it holds the "
+                                "retriever's credential)", file=redact_url(self.url),
+                                field="auth_env")
+            h[self.auth_header] = f"{self.auth_scheme} {token}" if self.auth_scheme else token
+        return h
+
+    def _post(self, body: bytes, headers: dict[str, str], where: str) -> Any:
+        shown = redact_url(self.url)
+        for attempt in range(self.retries + 1):
+            req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                    raw = resp.read()
+                break
+            except urllib.error.HTTPError as exc:
+                if exc.code in _RETRY_STATUS:
+                    if attempt < self.retries:
+                        time.sleep(0.5 * 2 ** attempt)
+                        continue
+                    raise IncompleteError(f"{shown}: {where}: HTTP {exc.code} after "
+                                          f"{attempt + 1} attempts") from None
+                if exc.code >= 500:
+                    raise IncompleteError(f"{shown}: {where}: HTTP {exc.code}") from None
+                raise UserError(f"the service answered HTTP {exc.code} {exc.reason}",
+                                file=shown, where=where) from None
+            except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError,
+                    http.client.HTTPException) as exc:
+                reason = getattr(exc, "reason", exc)
+                raise IncompleteError(f"{shown}: {where}: unreachable ({reason})") from None
+        try:
+            return json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            head = raw[:80].decode("utf-8", "replace")
+            raise UserError(f"the answer is not JSON (starts with {head!r})", file=shown,
+                            where=where) from None
+
+    def _one(self, qid: Hashable, question: str, k: int, headers: dict[str, str]) -> Retrieved:
+        where = f"question {qid}"
+        body = json.dumps(_fill(self.body_template, {"query": question, "k": k, "id": qid}),
+                          ensure_ascii=False).encode("utf-8")
+        data = self._post(body, headers, where)
+        items = data if isinstance(data, list) else dig(data, self.chunks_path)
+        shown = redact_url(self.url)
+        if not isinstance(items, list):
+            keys = f" (top-level keys: {', '.join(data)})" if isinstance(data, dict) else ""
+            raise UserError(f"no chunk list at {self.chunks_path!r}{keys}; set chunks_path",
+                            file=shown, where=where)
+        chunks = [coerce_chunk(it, source=shown, where=f"{where}, chunk {i}", fields=self.fields)
+                  for i, it in enumerate(items)]
+        return finalize(chunks, k=k, max_chars=self.max_chars, source=shown, qid=qid)
+
+    def retrieve_many(self, questions: Sequence[tuple[Hashable, str]], k: int | None = None
+                      ) -> dict[Hashable, Retrieved]:
+        k = self._k(k)
+        headers = self._headers()
+        if self.concurrency == 1 or len(questions) <= 1:
+            return {qid: self._one(qid, q, k, headers) for qid, q in questions}
+        with ThreadPoolExecutor(self.concurrency) as pool:
+            futs = [(qid, pool.submit(self._one, qid, q, k, headers)) for qid, q in questions]
+            try:
+                return {qid: f.result() for qid, f in futs}
+            except BaseException:
+                for _, f in futs:
+                    f.cancel()  # fail fast: do not keep calling a broken service
+                raise

@@ -1,0 +1,534 @@
+"""abtest.review: blind pack export, label import, agreement, status and PPI (hermetic)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from abtest import review as R
+from abtest.errors import UserError
+from abtest.fixtures import write_fixture
+from abtest.models import Case, Chunk, Config
+from abtest.store import Store
+
+RUN = "run-grounded-vs-plain"          # a run id named after the variants: must not leak
+VARIANT_A, VARIANT_B = "plain-wording-v1", "grounded-citations-v2"
+PATH_A, PATH_B = "variants/plain_wording.yaml", "variants/grounded_citations.yaml"
+SHA_A, SHA_B = "a" * 64, "b" * 64
+
+# case -> (verdict of the A-first order, verdict of the B-first order), mapped to variants
+PAIRWISE = {
+    "c01": ("B", "B"), "c02": ("A", "A"), "c03": ("B", "A"), "c04": ("tie", "tie"),
+    "c05": ("B", "B"), "c06": ("A", "B"), "c07": ("B", "B"), "c08": ("B", "tie"),
+    "c09": ("A", "A"), "c10": ("B", "B"),
+}
+FLAGGED = {"c03", "c04", "c06", "c08"}
+# claim verdicts per (case, variant): two claims each
+CLAIMS = {
+    (cid, v): [("supported", "x1") if (i + (v == "B")) % 3 else ("not_in_context", None),
+               ("supported", "x2") if (i + (v == "A")) % 4 else ("contradicted", None)]
+    for i, cid in enumerate(sorted(PAIRWISE)) for v in ("A", "B")
+}
+
+
+def _answer(cid: str, v: str) -> str:
+    # a URL in the data must not count as a resource reference of the page
+    return (f"Answer for {cid} by the {'first' if v == 'A' else 'second'} wording. "
+            f"See https://example.org/{cid} </script><b>not markup</b>")
+
+
+@pytest.fixture(scope="module")
+def _template(tmp_path_factory):
+    """Build the store once per module; each test gets its own copy of the file."""
+    tmp_path = tmp_path_factory.mktemp("review")
+    cases = [Case(id=cid, question=f"What about {cid}?", corpus_version="v1", retriever="bm25",
+                  answerable=True, context=[Chunk(id="x1", text=f"Fact one about {cid}."),
+                                            Chunk(id="x2", text=f"Fact two about {cid}.")])
+             for cid in sorted(PAIRWISE)]
+    fx = tmp_path / "fixtures" / "tiny"
+    write_fixture(fx, cases, corpus_version="v1", retriever="bm25")
+    s = Store(tmp_path / "s.duckdb")
+    s.create_run({"run_id": RUN, "status": "complete", "fixture_name": "tiny",
+                  "fixture_path": str(fx), "n_cases": len(cases),
+                  "variant_a_name": VARIANT_A, "variant_a_sha256": SHA_A, "variant_a_path": PATH_A,
+                  "variant_b_name": VARIANT_B, "variant_b_sha256": SHA_B, "variant_b_path": PATH_B,
+                  "generator_model": "m", "judge_model": "j",
+                  "config_json": Config().model_dump_json(), "info_json": "{}"})
+    for cid, (ab, ba) in PAIRWISE.items():
+        for v in ("A", "B"):
+            s.put_generation({"run_id": RUN, "case_id": cid, "variant": v, "answer": _answer(cid, v),
+                              "messages_json": json.dumps([{"role": "system",
+                                                            "content": VARIANT_A if v == "A" else VARIANT_B}])})
+        s.put_judgment({"run_id": RUN, "case_id": cid, "judge": "pairwise", "subject": "AB",
+                        "verdict": ab, "rationale": "Response 1 is better"})
+        s.put_judgment({"run_id": RUN, "case_id": cid, "judge": "pairwise", "subject": "BA",
+                        "verdict": ba, "rationale": "Response 2 is better"})
+        for v in ("A", "B"):
+            cl = CLAIMS[(cid, v)]
+            sup = sum(1 for verdict, _ in cl if verdict == "supported")
+            s.put_judgment({"run_id": RUN, "case_id": cid, "judge": "faithfulness", "subject": v,
+                            "verdict": "scored", "score": sup / len(cl)},
+                           claims=[{"claim": f"{cid} {v} claim {k}", "verdict": verdict, "chunk_id": ch}
+                                   for k, (verdict, ch) in enumerate(cl)])
+    s.close()
+    return tmp_path / "s.duckdb"
+
+
+@pytest.fixture
+def store(_template, tmp_path):
+    shutil.copy(_template, tmp_path / "s.duckdb")
+    s = Store(tmp_path / "s.duckdb")
+    yield s
+    s.close()
+
+
+def _items(store):
+    return {r["item_id"]: {**r, "m": json.loads(r["mapping_json"])} for r in store.review_items(RUN)}
+
+
+def _blind(item, underlying: str) -> str:
+    """The label a reviewer would give in the pack's blind space for an underlying A/B/tie."""
+    if underlying == "tie" or item["judge"] != "pairwise":
+        return underlying
+    return next(k for k, v in item["m"]["sides"].items() if v == underlying)
+
+
+def _by_key(store):
+    return {it["m"]["key"]: it for it in _items(store).values()}
+
+
+def _write_jsonl(path: Path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+# ----------------------------------------------------------------------------- export
+
+def test_export_writes_pack_and_store_rows(store, tmp_path):
+    res = R.export_pack(store, RUN, tmp_path / "pack", n=6, seed=1)
+    assert [Path(p).name for p in res["paths"]] == ["items.jsonl", "labels.csv", "review.html"]
+    items = _items(store)
+    assert res["n_items"] == len(items) == 4 + 6
+    # every flagged pairwise case is in, plus the random sample split pairwise / claims
+    pw_cases = {it["case_id"] for it in items.values() if it["judge"] == "pairwise"}
+    assert FLAGGED <= pw_cases
+    assert res["counts"] == {"pairwise_flagged": 4, "pairwise_sampled": 3,
+                             "claims_judged_supported": 1, "claims_judged_unsupported": 2}
+    for it in items.values():
+        if it["judge"] == "pairwise":
+            ab, ba = PAIRWISE[it["case_id"]]
+            assert it["judge_label"] == (ab if ab == ba else "tie")
+            assert it["m"]["position_inconsistent"] == (ab != ba)
+            assert sorted(it["m"]["sides"].values()) == ["A", "B"]
+        else:
+            assert it["judge_label"] in ("supported", "unsupported")
+    pub = [json.loads(x) for x in (tmp_path / "pack" / "items.jsonl").read_text().splitlines()]
+    assert {p["item_id"] for p in pub} == set(items)
+    with open(tmp_path / "pack" / "labels.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["item_id"] for r in rows] == [p["item_id"] for p in pub]
+    assert all(r["label"] == "" for r in rows)
+
+
+def test_export_is_seeded_and_reexport_keeps_ids(store, tmp_path):
+    R.export_pack(store, RUN, tmp_path / "p1", n=6, seed=3)
+    first = {k: (it["item_id"], it["m"].get("sides")) for k, it in _by_key(store).items()}
+    R.export_pack(store, RUN, tmp_path / "p2", n=6, seed=3)
+    assert (tmp_path / "p1" / "items.jsonl").read_text() == (tmp_path / "p2" / "items.jsonl").read_text()
+    R.export_pack(store, RUN, tmp_path / "p3", n=12, seed=3)     # a bigger pack: a superset
+    again = {k: (it["item_id"], it["m"].get("sides")) for k, it in _by_key(store).items()}
+    assert all(again[k] == v for k, v in first.items())
+    p3 = {json.loads(x)["item_id"] for x in (tmp_path / "p3" / "items.jsonl").read_text().splitlines()}
+    assert {v[0] for v in first.values()} <= p3
+
+
+def test_pack_is_blind(store, tmp_path):
+    R.export_pack(store, RUN, tmp_path / "pack", n=1000, seed=0)   # every item
+    items = _items(store)
+    secrets = [VARIANT_A, VARIANT_B, PATH_A, PATH_B, "plain_wording", "grounded_citations",
+               SHA_A, SHA_B, RUN, "Response 1 is better", "Response 2 is better", "mapping",
+               "judge_label", "sides", "verdict", '"variant"', '"not_in_context"', '"contradicted"']
+    for f in ("items.jsonl", "labels.csv", "review.html"):
+        text = (tmp_path / "pack" / f).read_text()
+        for s in secrets:
+            assert s not in text, (f, s)
+    pub = [json.loads(x) for x in (tmp_path / "pack" / "items.jsonl").read_text().splitlines()]
+    for p in pub:
+        assert set(p) <= {"item_id", "kind", "case_id", "question", "context", "task", "answer_1",
+                          "answer_2", "claim", "answer", "allowed_labels", "label", "note"}
+        assert not any(str(v) in ("A", "B") for v in p.values())
+    # sides really are randomised per item, and answers follow the secret mapping
+    firsts = [items[p["item_id"]]["m"]["sides"]["1"] for p in pub if p["kind"] == "pairwise"]
+    assert set(firsts) == {"A", "B"}
+    for p in pub:
+        if p["kind"] == "pairwise":
+            sides = items[p["item_id"]]["m"]["sides"]
+            assert p["answer_1"] == _answer(p["case_id"], sides["1"])
+            assert p["answer_2"] == _answer(p["case_id"], sides["2"])
+    # item numbering follows the shuffled pack order, not (case, variant, idx)
+    claim_ids = [p["item_id"] for p in pub if p["kind"] == "claim"]
+    keys = [items[i]["m"]["key"] for i in sorted(claim_ids)]
+    assert keys != sorted(keys)
+
+
+def test_html_is_self_contained(store, tmp_path):
+    R.export_pack(store, RUN, tmp_path / "pack", n=10, seed=0)
+    html = (tmp_path / "pack" / "review.html").read_text()
+    assert "http://" not in html and "https://" not in html
+    assert not re.search(r"<(link|img|iframe|object|embed)\b", html, re.I)
+    assert not re.search(r"<script[^>]*\bsrc\s*=", html, re.I)
+    assert not re.search(r"@import|\burl\(", html, re.I)
+    assert "fetch(" not in html and "XMLHttpRequest" not in html
+    # the data island cannot be closed early by the answers' "</script>"
+    assert html.count("</script>") == 2
+    data = re.search(r'<script id="abtest-pack" type="application/json">(.*?)</script>', html, re.S)
+    pack = json.loads(data.group(1))
+    assert len(pack["items"]) == len(store.review_items(RUN))
+    assert any("https://example.org/" in (it.get("answer_1") or it.get("answer") or "")
+               for it in pack["items"])
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node not installed")
+def test_html_download_format_is_importable(store, tmp_path):
+    """Run the page's own payload builder (node, no DOM) and import what it produces."""
+    R.export_pack(store, RUN, tmp_path / "pack", n=4, seed=0)
+    html = (tmp_path / "pack" / "review.html").read_text()
+    pack = json.loads(re.search(r'<script id="abtest-pack" type="application/json">(.*?)</script>',
+                                html, re.S).group(1))
+    app = re.search(r'<script id="abtest-app">(.*?)</script>', html, re.S).group(1)
+    state = {it["item_id"]: {"label": it["allowed_labels"][-1], "note": "n"} for it in pack["items"][:5]}
+    js = (app + "\nconst pack = " + json.dumps(pack) + ";\nconst state = " + json.dumps(state)
+          + ";\nprocess.stdout.write(JSON.stringify(globalThis.abtestReview.buildPayload("
+          "pack, state, ' Ada ', '2024-01-01T00:00:00Z')));\n")
+    (tmp_path / "run.js").write_text(js)
+    out = subprocess.run(["node", str(tmp_path / "run.js")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    payload = json.loads(out.stdout)
+    assert payload["format"] == R.DOWNLOAD_FORMAT and payload["reviewer"] == "Ada"
+    f = tmp_path / "labels.json"
+    f.write_text(out.stdout)
+    assert R.import_labels(store, RUN, f) == 5
+    assert {lab["reviewer"] for lab in store.human_labels(RUN)} == {"Ada"}
+
+
+# ----------------------------------------------------------------------------- import
+
+def test_round_trip_csv_jsonl_and_download(store, tmp_path):
+    R.export_pack(store, RUN, tmp_path / "pack", n=1000, seed=0)
+    items = _items(store)
+    truth = {}                                  # item -> underlying label the reviewer means
+    for iid, it in items.items():
+        if it["judge"] == "pairwise":
+            ab, ba = PAIRWISE[it["case_id"]]
+            truth[iid] = ab if ab == ba else "B"
+        else:
+            truth[iid] = it["judge_label"]
+    ids = sorted(items)
+    # CSV: fill the template, leave some blank (skipped)
+    with open(tmp_path / "pack" / "labels.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for r in rows[:10]:
+        r["label"] = _blind(items[r["item_id"]], truth[r["item_id"]]).upper()  # case-insensitive
+    with open(tmp_path / "filled.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert R.import_labels(store, RUN, tmp_path / "filled.csv", reviewer="ann") == 10
+    # JSONL: the pack's items.jsonl, filled in
+    pub = [json.loads(x) for x in (tmp_path / "pack" / "items.jsonl").read_text().splitlines()]
+    for p in pub:
+        p["label"] = _blind(items[p["item_id"]], truth[p["item_id"]])
+    assert R.import_labels(store, RUN, _write_jsonl(tmp_path / "f.jsonl", pub), reviewer="bob") == len(pub)
+    # the page's download format, reviewer from the file
+    doc = {"format": R.DOWNLOAD_FORMAT, "version": 1, "pack_id": "x", "reviewer": "cy",
+           "labels": [{"item_id": i, "label": _blind(items[i], truth[i]), "note": ""} for i in ids[:3]]}
+    (tmp_path / "dl.json").write_text(json.dumps(doc))
+    assert R.import_labels(store, RUN, tmp_path / "dl.json") == 3
+    labels = store.human_labels(RUN)
+    assert len(labels) == 10 + len(pub) + 3
+    assert {lab["reviewer"] for lab in labels} == {"ann", "bob", "cy"}
+    for lab in labels:                          # stored in variant space, never "1"/"2"
+        assert lab["label"] == truth[lab["item_id"]]
+        assert lab["created_at"] is not None and lab["judge"] == items[lab["item_id"]]["judge"]
+    # re-importing the same file replaces, it does not duplicate
+    assert R.import_labels(store, RUN, tmp_path / "dl.json") == 3
+    assert len(store.human_labels(RUN)) == len(labels)
+
+
+@pytest.mark.parametrize("bad, where, needle", [
+    ("unknown", "line 3", "unknown item 'nope'"),
+    ("value", "line 3", "is not one of"),
+    ("duplicate", "line 3", "labelled twice"),
+])
+def test_bad_labels_import_nothing(store, tmp_path, bad, where, needle):
+    R.export_pack(store, RUN, tmp_path / "pack", n=10, seed=0)
+    items = _items(store)
+    ids = sorted(items)
+    rows = [{"item_id": ids[0], "label": "tie" if items[ids[0]]["judge"] == "pairwise" else "supported"},
+            {"item_id": ids[1], "label": "tie" if items[ids[1]]["judge"] == "pairwise" else "supported"}]
+    if bad == "unknown":
+        rows.append({"item_id": "nope", "label": "tie"})
+    elif bad == "value":
+        rows.append({"item_id": ids[2], "label": "maybe"})
+    else:
+        rows.append(dict(rows[0]))
+    f = _write_jsonl(tmp_path / "bad.jsonl", rows)
+    with pytest.raises(UserError) as ei:
+        R.import_labels(store, RUN, f, reviewer="ann")
+    e = ei.value
+    assert e.file == str(f) and e.where == where and needle in e.message
+    assert "nothing imported" in e.message
+    assert store.human_labels(RUN) == []
+
+
+def test_bad_labels_csv_names_line_and_item(store, tmp_path):
+    R.export_pack(store, RUN, tmp_path / "pack", n=10, seed=0)
+    items = _items(store)
+    claim = next(i for i, it in items.items() if it["judge"] == "faithfulness")
+    pw = next(i for i, it in items.items() if it["judge"] == "pairwise")
+    f = tmp_path / "bad.csv"
+    f.write_text(f"item_id,label\n{pw},1\n{claim},1\n")   # "1" is a pairwise label only
+    with pytest.raises(UserError) as ei:
+        R.import_labels(store, RUN, f, reviewer="ann")
+    assert ei.value.where == "line 3" and claim in ei.value.message
+    assert str(f) in ei.value.line()
+    assert store.human_labels(RUN) == []
+    # labels from another run's pack are unknown here (run-specific item ids)
+    g = tmp_path / "other.csv"
+    g.write_text(f"item_id,label\n{R._run_tag('other-run')}-p0001,1\n")
+    with pytest.raises(UserError, match="unknown item"):
+        R.import_labels(store, RUN, g)
+    h = tmp_path / "blank.csv"
+    h.write_text(f"item_id,label\n{pw},\n")
+    with pytest.raises(UserError, match="no labels"):
+        R.import_labels(store, RUN, h)
+    assert store.human_labels(RUN) == []
+
+
+def test_import_without_pack_is_a_user_error(store, tmp_path):
+    f = _write_jsonl(tmp_path / "x.jsonl", [{"item_id": "a", "label": "tie"}])
+    with pytest.raises(UserError, match="review export"):
+        R.import_labels(store, RUN, f)
+
+
+# ----------------------------------------------------------------------------- agreement
+
+# underlying human labels (pairwise) chosen for a hand-computed kappa
+HUMAN_PW = {"c01": "B", "c02": "A", "c05": "A", "c07": "B", "c09": "A", "c10": "tie", "c04": "tie",
+            "c03": "B", "c06": "B", "c08": "tie"}
+
+
+def _label_all_pairwise_and_10_claims(store, tmp_path):
+    R.export_pack(store, RUN, tmp_path / "pack", n=1000, seed=0)
+    items = _items(store)
+    rows = []
+    for iid, it in items.items():
+        if it["judge"] == "pairwise":
+            rows.append({"item_id": iid, "label": _blind(it, HUMAN_PW[it["case_id"]])})
+    # claims: judge sup & human sup 4, sup/uns 1, uns/sup 2, uns/uns 3
+    want = [("supported", "supported")] * 4 + [("supported", "unsupported")] + \
+           [("unsupported", "supported")] * 2 + [("unsupported", "unsupported")] * 3
+    claims = sorted((it["m"]["key"], iid) for iid, it in items.items() if it["judge"] == "faithfulness")
+    pools = {"supported": [i for _, i in claims if items[i]["judge_label"] == "supported"],
+             "unsupported": [i for _, i in claims if items[i]["judge_label"] == "unsupported"]}
+    for j, h in want:
+        rows.append({"item_id": pools[j].pop(0), "label": h})
+    R.import_labels(store, RUN, _write_jsonl(tmp_path / "l.jsonl", rows), reviewer="ann")
+    return items
+
+
+def test_agreement_matches_hand_computed_kappa(store, tmp_path):
+    _label_all_pairwise_and_10_claims(store, tmp_path)
+    ag = R.agreement(store, RUN)
+    # claims: po = 7/10, pe = (5*6 + 5*4)/100 = 0.5, kappa = (0.7 - 0.5)/(1 - 0.5) = 0.4
+    fa = ag["faithfulness"]
+    assert fa["n"] == 10
+    assert fa["agreement"] == pytest.approx(0.7)
+    assert fa["kappa"] == pytest.approx(0.4)
+    assert fa["ci_low"] < 0.4 < fa["ci_high"]
+    assert fa["confusion"] == {"supported": {"supported": 4, "unsupported": 1},
+                               "unsupported": {"supported": 2, "unsupported": 3}}
+    # pairwise, position-consistent items only (c01 c02 c04 c05 c07 c09 c10):
+    # judge  B A tie B B A B ; human B A tie A B A tie -> po = 5/7
+    # judge marginals A2 B4 tie1, human A3 B2 tie2 -> pe = (6 + 8 + 2)/49 = 16/49
+    # kappa = (35/49 - 16/49) / (33/49) = 19/33
+    pw = ag["pairwise"]
+    assert pw["n"] == 7
+    assert pw["agreement"] == pytest.approx(5 / 7)
+    assert pw["kappa"] == pytest.approx(19 / 33)
+    # position-inconsistent items reported separately: c03 (B,A) c06 (A,B) c08 (B,tie)
+    pi = pw["position_inconsistent"]
+    assert pi["n"] == 3
+    assert pi["human_labels"] == {"B": 2, "tie": 1}
+    assert pi["agree_with_ab_order"] == pytest.approx(1 / 3)
+    assert pi["agree_with_ba_order"] == pytest.approx(2 / 3)
+    assert pw["all_items"]["n"] == 10
+    assert ag["reviewers"] == ["ann"]
+
+
+def test_status_counts_and_report_compatibility(store, tmp_path):
+    st = R.status(store, RUN)
+    assert st["n_items"] == 0 and st["needed"] == 30 and not st["validated"]
+    assert "review export" in st["message"]
+    _label_all_pairwise_and_10_claims(store, tmp_path)
+    st = R.status(store, RUN)
+    n_items = len(store.review_items(RUN))
+    assert st["n_items"] == n_items == 10 + 40      # all pairwise cases + every claim
+    assert st["n_labels"] == st["n_labelled_items"] == 20
+    assert st["n_unlabelled_items"] == 30
+    assert st["needed"] == 10 and st["min_labels"] == 30 and st["min_kappa"] == 0.6
+    assert st["by_judge"] == {"pairwise": {"items": 10, "labelled_items": 10, "labels": 10},
+                              "faithfulness": {"items": 40, "labelled_items": 10, "labels": 10}}
+    assert "need 10 more" in st["message"] and not st["validated"]
+    # the report's judge validation reads the same rows and gets the same kappa
+    from abtest.report.build import _judge_validation
+
+    val = _judge_validation(store, RUN, Config())
+    assert val["n_labels"] == st["n_labels"]
+    assert val["kappa"] == pytest.approx(st["kappa"])
+    st2 = R.status(store, RUN, min_labels=20, min_kappa=0.5)
+    assert st2["needed"] == 0 and st2["validated"] == (st["kappa"] >= 0.5)
+    text = R.render_status(st)
+    assert "need 10 more" in text and "position-inconsistent items: 3" in text and "PPI" in text
+
+
+# ----------------------------------------------------------------------------- PPI
+
+def test_ppi_mean_ci_hand_computed():
+    # judge on N = 6: mean 4/6; var(ddof=1) = (4*(1/3)^2 + 2*(2/3)^2)/5 = 4/15
+    # labelled n = 3: judge - human = [0, -1, 0], mean -1/3; var(ddof=1) = 1/3
+    # theta = 2/3 + 1/3 = 1; se^2 = (4/15)/6 + (1/3)/3 = 2/45 + 1/9 = 7/45
+    est, lo, hi = R.ppi_mean_ci([1, 0, 1, 1, 0, 1], [1, 0, 1], [1, 1, 1], alpha=0.05)
+    half = 1.959963984540054 * math.sqrt(7 / 45)
+    assert est == pytest.approx(1.0)
+    assert lo == pytest.approx(1.0 - half) and hi == pytest.approx(1.0 + half)
+    assert (lo, hi) == pytest.approx((0.226980, 1.773020), abs=1e-6)
+    # alpha is honoured (ppi_py's default would be 0.1)
+    _, lo90, hi90 = R.ppi_mean_ci([1, 0, 1, 1, 0, 1], [1, 0, 1], [1, 1, 1], alpha=0.1)
+    assert hi90 - lo90 == pytest.approx(2 * 1.6448536269514722 * math.sqrt(7 / 45))
+    est1, lo1, hi1 = R.ppi_mean_ci([1, 0], [1], [0])
+    assert est1 == pytest.approx(-0.5) and lo1 is None and hi1 is None
+    with pytest.raises(ValueError):
+        R.ppi_mean_ci([1, 0], [1, 0], [1])
+
+
+def test_ppi_difference_uses_per_case_differences():
+    ja, jb = [0.2, 0.4, 0.6, 0.8], [0.5, 0.5, 0.9, 0.9]
+    r = R.ppi_difference(ja, jb, [0.2, 0.6], [0.5, 0.9], [0.0, 0.5], [0.5, 1.0])
+    d = R.ppi_mean_ci(np.subtract(jb, ja), [0.3, 0.3], [0.5, 0.5])
+    assert r == pytest.approx(d)
+    # theta = mean([.3,.1,.3,.1]) - mean([.3-.5, .3-.5]) = 0.2 + 0.2
+    assert r.estimate == pytest.approx(0.4)
+
+
+def test_ppi_fixes_a_biased_judge_where_judge_only_ci_misses():
+    rng = np.random.default_rng(7)
+    truth = rng.binomial(1, 0.6, size=1000).astype(float)
+    judge = truth + 0.2                          # noise-free bias on every case
+    lab = rng.choice(1000, size=50, replace=False)
+    est, lo, hi = R.ppi_mean_ci(judge, judge[lab], truth[lab], alpha=0.05)
+    j_est, j_lo, j_hi = R.mean_ci(judge, alpha=0.05)
+    for target in (truth.mean(), 0.6):           # the sample's and the population's mean
+        assert lo <= target <= hi
+        assert not (j_lo <= target <= j_hi)
+    assert est == pytest.approx(truth.mean())
+    assert j_est == pytest.approx(truth.mean() + 0.2)
+
+
+def test_ppi_coverage_with_a_noisy_biased_judge():
+    rng = np.random.default_rng(11)
+    hits, reps = 0, 400
+    for _ in range(reps):
+        truth = rng.normal(0.5, 0.2, size=600)
+        judge = truth + 0.15 + rng.normal(0, 0.1, size=600)
+        lab = rng.choice(600, size=60, replace=False)
+        _, lo, hi = R.ppi_mean_ci(judge, judge[lab], truth[lab])
+        hits += lo <= 0.5 <= hi
+    assert 0.91 <= hits / reps <= 0.985
+
+
+def test_ppi_stratified_single_stratum_and_census():
+    f = np.arange(20, dtype=float) % 3
+    idx = [0, 4, 9, 13]
+    y = f[idx] - np.array([0.5, 0.0, 0.25, 0.75])
+    est, lo, hi = R.ppi_stratified_ci(f, ["s"] * 20, idx, y)
+    est0, _, _ = R.ppi_mean_ci(f, f[idx], y)
+    assert est == pytest.approx(est0)            # same point estimate; CI adds the fpc
+    # every case labelled: the estimate is the human mean and only the judge term is left
+    est_c, lo_c, hi_c = R.ppi_stratified_ci(f, ["s"] * 20, range(20), f - 1.0)
+    assert est_c == pytest.approx((f - 1.0).mean())
+    jm, jlo, jhi = R.mean_ci(f)
+    assert hi_c - lo_c == pytest.approx(jhi - jlo)
+
+
+def test_ppi_headlines_pairwise_hand_computed(store, tmp_path):
+    R.export_pack(store, RUN, tmp_path / "pack", n=1000, seed=0)
+    by_case = {it["case_id"]: it for it in _items(store).values() if it["judge"] == "pairwise"}
+    chosen = {"c01": "B", "c05": "A", "c09": "A", "c03": "B", "c04": "tie"}
+    rows = [{"item_id": by_case[c]["item_id"], "label": _blind(by_case[c], lab)}
+            for c, lab in chosen.items()]
+    R.import_labels(store, RUN, _write_jsonl(tmp_path / "l.jsonl", rows), reviewer="ann")
+    h = R.ppi_headlines(store, RUN)["pairwise"]
+    # judge scores (B=1, tie=.5, A=0) over c01..c10: 1 0 .5 .5 1 .5 1 .5 0 1 -> mean .6
+    # var(ddof=1) = 1.4/9; judge term 1.4/90
+    # flagged (N=4): r = (f - y)/10 = c03 (.5-1)/10, c04 0 -> mean -.025, x4 = -.1
+    #   var = .00125; 16 * (1 - 2/4) * .00125 / 2 = .005
+    # consistent (N=6): r = c01 0, c05 .1, c09 0 -> mean 1/30, x6 = .2
+    #   var = 1/300; 36 * (1 - 3/6) * (1/300) / 3 = .02
+    # win rate = .6 - (-.1 + .2) = .5; difference = .5 - .5 = 0
+    half = 1.959963984540054 * math.sqrt(1.4 / 90 + 0.005 + 0.02)
+    assert h["N"] == 10 and h["n_labelled"] == 5
+    assert h["judge_only"]["estimate"] == pytest.approx(0.1)
+    assert h["judge_only"]["ci_high"] - h["judge_only"]["ci_low"] == pytest.approx(
+        2 * 1.959963984540054 * math.sqrt(1.4 / 90))
+    assert h["ppi"]["estimate"] == pytest.approx(0.0, abs=1e-12)
+    assert h["ppi"]["ci_low"] == pytest.approx(-half) and h["ppi"]["ci_high"] == pytest.approx(half)
+    assert half == pytest.approx(0.394705, abs=1e-6)
+
+
+def test_ppi_headlines_faithfulness(store, tmp_path):
+    assert R.ppi_headlines(store, RUN)["faithfulness"]["ppi"]["estimate"] is None
+    R.export_pack(store, RUN, tmp_path / "pack", n=1000, seed=0)
+    items = _items(store)
+    # humans agree with the judge on a few claims of each stratum: no correction
+    rows, seen = [], {"supported": 0, "unsupported": 0}
+    for iid in sorted(items):
+        it = items[iid]
+        if it["judge"] == "faithfulness" and seen[it["judge_label"]] < 3:
+            seen[it["judge_label"]] += 1
+            rows.append({"item_id": iid, "label": it["judge_label"]})
+    R.import_labels(store, RUN, _write_jsonl(tmp_path / "l.jsonl", rows), reviewer="ann")
+    fa = R.ppi_headlines(store, RUN)["faithfulness"]
+    assert fa["N"] == 10 and fa["n_labelled"] == 6
+    assert fa["ppi"]["estimate"] == pytest.approx(fa["judge_only"]["estimate"])
+    assert fa["ppi"]["ci_low"] == pytest.approx(fa["judge_only"]["ci_low"])
+    # judge-only = mean over cases of (supported share of B - of A)
+    scores = {k: sum(v == "supported" for v, _ in cl) / 2 for k, cl in CLAIMS.items()}
+    assert fa["judge_only"]["estimate"] == pytest.approx(
+        np.mean([scores[(c, "B")] - scores[(c, "A")] for c in PAIRWISE]))
+    # one human says a judged-supported claim of B is unsupported: B's share drops by
+    # (1/2)/10 within that stratum's estimate, scaled up by N_h / n_h
+    sup_b = next(r for r in rows if items[r["item_id"]]["judge_label"] == "supported")
+    flip = [{"item_id": sup_b["item_id"], "label": "unsupported"}]
+    R.import_labels(store, RUN, _write_jsonl(tmp_path / "flip.jsonl", flip), reviewer="bob")
+    fb = R.ppi_headlines(store, RUN)["faithfulness"]
+    sign = 1 if items[sup_b["item_id"]]["m"]["variant"] == "B" else -1
+    n_sup = sum(1 for (c, v), cl in CLAIMS.items() for verdict, _ in cl if verdict == "supported")
+    # the flipped item's y is the mean of two reviewers (1 and 0) -> r = sign*(1-.5)/(10*2)
+    expect = fa["ppi"]["estimate"] - n_sup * (sign * 0.5 / 20) / 3
+    assert fb["ppi"]["estimate"] == pytest.approx(expect)
+
+
+def test_read_only_store_is_a_user_error(_template, tmp_path):
+    shutil.copy(_template, tmp_path / "ro.duckdb")
+    with Store(tmp_path / "ro.duckdb", read_only=True) as ro:
+        with pytest.raises(UserError, match="read-only"):
+            R.export_pack(ro, RUN, tmp_path / "pack", n=2)
