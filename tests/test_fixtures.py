@@ -1,0 +1,164 @@
+"""Fixture lifecycle through the CLI: index → capture → verify/status/diff/show → add-unanswerable."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from abtest.cli import cli
+
+CORPUS = [
+    {"id": "ret#1", "title": "Returns", "text": "Damaged goods may be returned within 30 days of delivery."},
+    {"id": "ret#2", "title": "Returns", "text": "Gift cards cannot be returned or refunded."},
+    {"id": "shp#1", "title": "Shipping", "text": "Standard shipping takes 3 to 5 business days."},
+    {"id": "shp#2", "title": "Shipping", "text": "Express conduits deliver parcels overnight."},
+]
+QUESTIONS = [
+    {"id": "q1", "question": "How long do I have to return damaged goods?", "answerable": True,
+     "category": "factual", "relevant_chunk_ids": ["ret#1"], "expected_citations": ["ret#1"],
+     "reference_answer": "30 days"},
+    {"id": "q2", "question": "How long does standard shipping take?", "answerable": True,
+     "category": "factual", "relevant_chunk_ids": ["shp#1"]},
+    {"id": "q3", "question": "What is the warranty on laptops?", "answerable": False,
+     "category": "out_of_scope"},
+]
+
+
+def cli_ok(*args):
+    r = CliRunner().invoke(cli, list(args))
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    return r
+
+
+@pytest.fixture
+def kb(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in CORPUS))
+    Path("questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in QUESTIONS))
+    cli_ok("index", "corpus.jsonl", "--index", "results/index.duckdb")
+    return tmp_path
+
+
+def test_search_json_lines_best_first(kb):
+    r = cli_ok("search", "results/index.duckdb", "returned AND (damaged OR gift)", "--format", "json")
+    rows = [json.loads(x) for x in r.stdout.splitlines()]
+    assert {x["id"] for x in rows} == {"ret#1", "ret#2"}
+    assert all({"id", "score"} <= set(x) for x in rows)
+    assert rows[0]["score"] >= rows[-1]["score"]
+    r = cli_ok("search", "results/index.duckdb", "conduit", "--format", "json")
+    assert [json.loads(x)["id"] for x in r.stdout.splitlines()] == ["shp#2"]  # plural
+
+
+def test_capture_local_seals_and_copies_golden_fields(kb):
+    r = cli_ok("capture", "questions.jsonl", "--retriever", "local:results/index.duckdb",
+               "--out", "fixtures/june", "--corpus-version", "2026-06-30", "--k", "2")
+    assert "captured 3 cases" in r.stdout
+    m = json.loads(Path("fixtures/june/manifest.json").read_text())
+    assert m["n_cases"] == 3 and m["corpus_version"] == "2026-06-30"
+    assert m["retriever"].startswith("bm25@k=2")
+    lines = Path("fixtures/june/cases.jsonl").read_text().splitlines()
+    cases = [json.loads(x) for x in lines]
+    assert [c["id"] for c in cases] == ["q1", "q2", "q3"]  # sorted, canonical
+    q1 = cases[0]
+    assert q1["context"][0]["id"] == "ret#1" and len(q1["context"]) <= 2
+    assert q1["expected_citations"] == ["ret#1"] and q1["reference_answer"] == "30 days"
+    assert q1["search_terms"] and q1["keywords"] and len(q1["retrieval_scores"]) == len(q1["context"])
+    cli_ok("fixtures", "verify", "fixtures/june")
+
+
+def test_capture_jsonl_import_ragas_rows(kb):
+    Path("cap.jsonl").write_text(json.dumps({"question": QUESTIONS[0]["question"],
+                                             "contexts": ["Damaged goods may be returned within 30 days."]})
+                                 + "\n")
+    Path("one.jsonl").write_text(json.dumps(QUESTIONS[0]) + "\n")
+    cli_ok("capture", "one.jsonl", "--retriever", "jsonl:cap.jsonl", "--out", "fixtures/imp")
+    case = json.loads(Path("fixtures/imp/cases.jsonl").read_text())
+    assert case["context"][0]["text"].startswith("Damaged goods")
+
+
+def test_status_warns_on_stale_and_missing_kinds(kb):
+    cli_ok("capture", "questions.jsonl", "--retriever", "local:results/index.duckdb",
+           "--out", "fixtures/june", "--refresh-every-days", "7")
+    r = cli_ok("fixtures", "status", "fixtures/june", "--format", "json")
+    st = json.loads(r.stdout)
+    assert st["n_cases"] == 3 and st["unanswerable"] == 1
+    assert st["categories"]["factual"]["n"] == 2 and st["categories"]["out_of_scope"]["n"] == 1
+    assert any("no multi_chunk cases" in w for w in st["warnings"])
+    assert any("no superseded cases" in w for w in st["warnings"])
+    assert not st["stale"]
+    from abtest.fixtures import fixture_status, load_fixture
+
+    later = datetime.now(timezone.utc) + timedelta(days=10)
+    st2 = fixture_status(load_fixture("fixtures/june"), today=later)
+    assert st2["stale"] and any(w.startswith("stale") for w in st2["warnings"])
+    r = cli_ok("fixtures", "status", "fixtures/june")
+    assert "warning: no multi_chunk" in r.stderr
+
+
+def test_diff_shows_churn(kb):
+    cli_ok("capture", "questions.jsonl", "--retriever", "local:results/index.duckdb",
+           "--out", "fixtures/old", "--k", "2")
+    changed = [dict(r) for r in CORPUS]
+    changed[0]["text"] = "Damaged goods may be returned within 14 days of delivery."
+    Path("corpus2.jsonl").write_text("".join(json.dumps(r) + "\n" for r in changed))
+    cli_ok("index", "corpus2.jsonl", "--index", "results/index2.duckdb")
+    cli_ok("capture", "questions.jsonl", "--retriever", "local:results/index2.duckdb",
+           "--out", "fixtures/new", "--k", "2")
+    d = json.loads(cli_ok("fixtures", "diff", "fixtures/old", "fixtures/new", "--format", "json").stdout)
+    assert d["added"] == [] and d["removed"] == []
+    q1 = next(c for c in d["changed"] if c["id"] == "q1")
+    assert q1["text_changed"] == ["ret#1"]
+    assert d["context_changed_share"] == pytest.approx(len(d["changed"]) / 3)
+    r = cli_ok("fixtures", "diff", "fixtures/old", "fixtures/new")
+    assert "context changed in" in r.stdout
+
+
+def test_add_unanswerable_counterfactuals(kb):
+    cli_ok("capture", "questions.jsonl", "--retriever", "local:results/index.duckdb",
+           "--out", "fixtures/june", "--k", "2")
+    cli_ok("fixtures", "add-unanswerable", "fixtures/june", "--from-answerable", "2")
+    cli_ok("fixtures", "verify", "fixtures/june")  # resealed
+    cases = {json.loads(x)["id"]: json.loads(x) for x in
+             Path("fixtures/june/cases.jsonl").read_text().splitlines()}
+    cf = [c for c in cases.values() if "synthetic" in (c.get("tags") or [])]
+    assert len(cf) == 2
+    for c in cf:
+        assert c["answerable"] is False
+        orig = cases[c["id"].removesuffix("__cf")]
+        assert not set(orig["relevant_chunk_ids"]) & {x["id"] for x in c["context"]}
+
+
+def test_show_case(kb):
+    cli_ok("capture", "questions.jsonl", "--retriever", "local:results/index.duckdb",
+           "--out", "fixtures/june")
+    r = cli_ok("fixtures", "show", "fixtures/june", "--case", "q1")
+    assert json.loads(r.stdout)["id"] == "q1"
+    r = cli_ok("fixtures", "show", "fixtures/june")
+    assert "q3\tunanswerable" in r.stdout
+
+
+def test_capture_python_retriever(kb, monkeypatch):
+    Path("myret.py").write_text(
+        "def retrieve(question, k):\n"
+        "    return [{'id': 'p1', 'text': 'Production chunk for ' + question, 'score': 0.9}][:k]\n")
+    monkeypatch.syspath_prepend(str(kb))
+    cli_ok("capture", "questions.jsonl", "--retriever", "python:myret:retrieve", "--out", "fixtures/py")
+    case = json.loads(Path("fixtures/py/cases.jsonl").read_text().splitlines()[0])
+    assert case["context"][0]["id"] == "p1" and case["retrieval_scores"] == [0.9]
+    assert case["retriever"].startswith("python")
+
+
+def test_init_scaffolds_a_project(tmp_path):
+    r = cli_ok("init", str(tmp_path / "proj"))
+    for p in ("abtest.yaml", "fixtures", "variants/a.yaml", "variants/b.yaml", "results/.gitkeep"):
+        assert (tmp_path / "proj" / p).exists(), p
+    from abtest.config import load_config
+    from abtest.variants import load_variant
+
+    load_config(tmp_path / "proj" / "abtest.yaml")
+    load_variant(tmp_path / "proj" / "variants" / "b.yaml")
+    assert "next:" in r.stdout
