@@ -289,8 +289,12 @@ def fixtures_add_unanswerable(path, n, seed):
 @click.option("--run-id", default=None)
 @click.option("--resume", is_flag=True, help="Continue an interrupted run; finished calls are not repeated.")
 @click.option("--dry-run", is_flag=True, help="Print calls, tokens and cost before spending anything.")
+@click.option("--judge-repeats", type=click.IntRange(0, 10), default=None,
+              help="Re-ask the pairwise judge K times on a seeded sample (test-retest noise).")
+@click.option("--allow-self-judge", is_flag=True,
+              help="Silence the self-judging error (demos); the claim is still withheld.")
 @click.pass_context
-def run_cmd(ctx, fixture, a_path, b_path, run_id, resume, dry_run):
+def run_cmd(ctx, fixture, a_path, b_path, run_id, resume, dry_run, judge_repeats, allow_self_judge):
     """Generate A and B over the fixture's frozen contexts, check, judge; print the run id."""
     import json
 
@@ -298,9 +302,21 @@ def run_cmd(ctx, fixture, a_path, b_path, run_id, resume, dry_run):
     from .runner import plan_run, run
 
     lc = _config(ctx)
+    updates = {}
+    if judge_repeats is not None:
+        updates["judge_repeats"] = judge_repeats
+    if allow_self_judge:
+        updates["allow_self_judge"] = True
+    if updates:
+        lc.config = lc.config.model_copy(update=updates)
     if dry_run:
         click.echo(json.dumps(do_dry(lc, plan_run(lc, fixture, a_path, b_path)), indent=2))
         return
+    gen_models = {lc.config.generator.model}
+    if lc.config.judge.model in gen_models and not lc.config.allow_self_judge:
+        _progress(f"error: the judge model is the generator model ({lc.config.judge.model}): "
+                  "self-judging; the run continues but the claim will be withheld "
+                  "(--allow-self-judge or allow_self_judge: true silences this)")
     res = run(lc, fixture, a_path, b_path, run_id=run_id, resume=resume, progress=_progress)
     _progress(f"{res.status}: {res.n_cases} cases, {res.provider_calls} provider calls, "
               f"{res.cache_hits} cache hits, {res.calls_per_case} LLM calls per case, "
@@ -429,6 +445,28 @@ def snapshot(ctx, variant, fixture, case_id, update):
     code, text = do_snapshot(_config(ctx), variant, fixture, case_id=case_id, update=update)
     click.echo(text, nl=not text.endswith("\n"))
     sys.exit(code)
+
+
+@cli.command("judge-check")
+@click.argument("judge", type=click.Choice(["pairwise", "faithfulness"]))
+@click.option("--data", required=True, type=click.Path(dir_okay=False),
+              help="LLMBar-format (pairwise) or FaithBench-format (faithfulness) JSONL.")
+@click.option("--limit", type=int, default=None, help="Only the first N rows.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.pass_context
+def judge_check(ctx, judge, data, limit, fmt):
+    """Validate the configured judge against a human-labelled set: accuracy, consistency, kappa."""
+    import json
+
+    from . import judgecheck
+
+    fn = judgecheck.check_pairwise if judge == "pairwise" else judgecheck.check_faithfulness
+    res = fn(_config(ctx), data, limit=limit, progress=_progress)
+    if fmt == "json":
+        click.echo(json.dumps(res, indent=2))
+        return
+    for k, v in res.items():
+        click.echo(f"{k:>24}: {v:.3f}" if isinstance(v, float) else f"{k:>24}: {v}")
 
 
 # --------------------------------------------------------------------------- human review

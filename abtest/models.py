@@ -18,6 +18,8 @@ class Strict(BaseModel):
 class Chunk(Strict):
     id: str = Field(min_length=1)
     text: str = Field(min_length=1, description="verbatim chunk text; data, never instructions")
+    title: str | None = None
+    metadata: dict[str, Any] | None = None
 
     @field_validator("id")
     @classmethod
@@ -47,6 +49,7 @@ class Case(Strict):
     search_terms: str | None = None
     retrieval_scores: list[float] | None = None
     draft: bool | None = None
+    meta: dict[str, Any] | None = Field(default=None, description="provenance, free-form")
 
     @field_validator("question")
     @classmethod
@@ -190,6 +193,8 @@ class Config(Strict):
     alpha: float = 0.05
     review: ReviewConfig = ReviewConfig()
     seed: int = 0
+    judge_repeats: int = Field(default=0, ge=0, le=10, description="re-ask a sample K times")
+    judge_repeat_cases: int = Field(default=10, ge=1)
 
     @field_validator("judges")
     @classmethod

@@ -357,6 +357,31 @@ class RunResult:
     calls_per_case: float
 
 
+def _judge_repeats(gw, lc: LoadedConfig, store, run_id: str, plan: RunPlan, unfinished: set[str],
+                   progress: Progress | None) -> None:
+    """Re-ask the pairwise judge on a seeded sample K times (sample index in the cache key)."""
+    import random
+
+    from . import judges as J
+
+    cfg = lc.config
+    answers: dict[str, dict[str, str]] = {}
+    for g in store.generations(run_id):
+        if g["answer"] is not None:
+            answers.setdefault(g["case_id"], {})[g["variant"]] = g["answer"]
+    pool = sorted(c.id for c in plan.fixture.cases
+                  if c.id not in unfinished and len(answers.get(c.id, {})) == 2)
+    picked = random.Random(cfg.seed).sample(pool, min(cfg.judge_repeat_cases, len(pool)))
+    by_id = plan.fixture.by_id()
+    if progress and picked:
+        progress(f"judge noise: re-asking the pairwise judge {cfg.judge_repeats}x on {len(picked)} cases")
+    for cid in picked:
+        for s in range(1, cfg.judge_repeats + 1):
+            for row in J.pairwise(gw, cfg.judge, by_id[cid], answers[cid]["A"], answers[cid]["B"],
+                                  sample=s):
+                store.put_judgment({"run_id": run_id, **row})
+
+
 def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
             progress: Progress | None = None, stop_after: int | None = None) -> RunResult:
     from .llm import Gateway, ModelDriftError
@@ -392,6 +417,8 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
                 if progress:
                     status = "ok" if not oc.errors else f"INCOMPLETE ({oc.errors[0][:80]})"
                     progress(f"[{done}/{len(cases)}] {case.id}: {status}")
+    if cfg.judge_repeats and "pairwise" in cfg.judges:
+        _judge_repeats(gw, lc, store, run_id, plan, set(unfinished), progress)
     if drift:
         store.update_run(run_id, status="incomplete", finished_at=datetime.now(timezone.utc)
                          .replace(tzinfo=None))

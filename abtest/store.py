@@ -93,6 +93,20 @@ def m001_initial(con) -> None:
         PRIMARY KEY (run_id, item_id))""")
 
 
+# --- live runs (issue #8: `abtest live`) -------------------------------------------------
+@migration
+def m002_live(con) -> None:
+    """One row per question per variant of a live run, written as soon as it exists."""
+    con.execute("""
+    CREATE TABLE live_items (
+        run_id VARCHAR NOT NULL, case_id VARCHAR NOT NULL, variant VARCHAR NOT NULL,
+        idx INTEGER, question VARCHAR, answer VARCHAR, retrieved_json VARCHAR,
+        scores_json VARCHAR, latency_ms DOUBLE, latency_kind VARCHAR, assistant_version VARCHAR,
+        attempts INTEGER, error VARCHAR, created_at TIMESTAMP,
+        PRIMARY KEY (run_id, case_id, variant))""")
+# --- end live runs ------------------------------------------------------------------------
+
+
 def _now():
     from datetime import datetime, timezone
 
@@ -369,6 +383,20 @@ class Store:
                                  [run_id])
             written.append(target)
         return written
+
+    # -- live runs (issue #8: `abtest live`; table from m002_live) --------------------------
+    RUN_TABLES = RUN_TABLES + ("live_items",)
+
+    def put_live_item(self, row: dict[str, Any]) -> None:
+        """One answer (or error) of a live target; replaces an earlier attempt at the item."""
+        row = dict(row)
+        row.setdefault("created_at", _now())
+        self._insert("live_items", row, replace=True)
+
+    def live_items(self, run_id: str) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM live_items WHERE run_id = ? ORDER BY idx, case_id, variant",
+                          [run_id])
+    # -- end live runs ----------------------------------------------------------------------
 
 
 # =========================================================================== local index

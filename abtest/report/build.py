@@ -334,6 +334,7 @@ def build_report(store, run_id: str, config=None) -> dict:
         "metrics": metrics, "holm": holm_info, "incidents": incidents,
         "calls": _calls(store, run_id, len(all_ids)),
     }
+    report["judge_noise"] = _judge_noise(judg, cfg)
     if store.human_labels(run_id):
         from ..review import ppi_headlines
 
@@ -348,6 +349,21 @@ def build_report(store, run_id: str, config=None) -> dict:
 
     report["gate"] = evaluate_gate(report, cfg.gates)
     return report
+
+
+def _judge_noise(judg: list[dict], cfg) -> dict | None:
+    """Test-retest agreement of the pairwise judge on the re-asked sample."""
+    base = {(j["case_id"], j["subject"]): j["verdict"] for j in judg
+            if j["judge"] == "pairwise" and j["sample"] == 0}
+    reps = [(j, base.get((j["case_id"], j["subject"]))) for j in judg
+            if j["judge"] == "pairwise" and j["sample"] > 0]
+    if not reps:
+        return None
+    same = sum(1 for j, b in reps if j["verdict"] is not None and j["verdict"] == b)
+    return {"repeats": max(j["sample"] for j, _ in reps),
+            "n_items": len({j["case_id"] for j, _ in reps}), "n_comparisons": len(reps),
+            "agreement": same / len(reps),
+            "note": "share of repeated pairwise verdicts (each order) equal to the first verdict"}
 
 
 def _length_bias(outcomes: dict, ids: list[str], len_a: list[int], len_b: list[int]) -> dict | None:

@@ -1,0 +1,229 @@
+"""Each judge through its real prompt path with a scripted fake provider."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from abtest.cli import cli
+from conftest import ROOT, shared_data_dir
+from fakes import Brain, install
+
+
+@pytest.fixture
+def brain():
+    return install(Brain())
+
+
+def gateway(tmp_path):
+    from abtest.llm import Gateway
+    from abtest.store import Store
+
+    store = Store(tmp_path / "s.duckdb")
+    return store, Gateway(store, concurrency=2, timeout_s=5, max_retries=1, backoff_base_s=0.0)
+
+
+def case():
+    from fakes import small_cases
+
+    return small_cases()[0]
+
+
+def judge_spec():
+    from abtest.models import ModelSpec
+
+    return ModelSpec(model="fake/judge")
+
+
+def test_invalid_json_is_repaired_once(tmp_path, brain):
+    from abtest import judges as J
+
+    seen = []
+
+    def override(messages, req):
+        if (req.get("response_format") or {}).get("json_schema", {}).get("name") == "pairwiseverdict":
+            seen.append(len(messages))
+            if len(messages) == 1:
+                return '{"winner": "1", "margin": 0.7'  # truncated JSON
+        return None
+
+    brain.override = override
+    store, gw = gateway(tmp_path)
+    rows = J.pairwise(gw, judge_spec(), case(), "answer a", "answer b [c1]")
+    assert [r["error"] for r in rows] == [None, None]
+    assert seen == [1, 3, 1, 3]  # each order: first try, then one repair with the bad reply shown
+    assert all(len(r["call_hashes"].split(",")) == 2 for r in rows)
+
+
+def test_still_invalid_after_repair_is_an_error_not_a_score(tmp_path, brain):
+    from abtest import judges as J
+
+    brain.override = lambda m, r: "not json at all" if r.get("response_format") else None
+    store, gw = gateway(tmp_path)
+    row, claims = J.faithfulness(gw, judge_spec(), case(), "Normandy is in France.", "A", refusal=False)
+    assert row["error"].startswith("judge output invalid after one repair")
+    assert row["score"] is None and row["verdict"] is None and claims == []
+
+
+def test_schema_violation_is_repaired(tmp_path, brain):
+    from abtest import judges as J
+
+    calls = []
+
+    def override(messages, req):
+        if (req.get("response_format") or {}).get("json_schema", {}).get("name") == "score":
+            calls.append(1)
+            return {"score": 7} if len(calls) == 1 else {"score": 0.7, "explanation": "ok"}
+        return None
+
+    brain.override = override
+    store, gw = gateway(tmp_path)
+    row = J.rubric(gw, judge_spec(), case(), "quality", "A",
+                   {"question": "q", "context": "c", "answer": "a"})
+    assert row["score"] == 0.7 and row["error"] is None and len(calls) == 2
+
+
+def test_refusal_has_no_faithfulness_score(tmp_path, brain):
+    from abtest import judges as J
+
+    store, gw = gateway(tmp_path)
+    row, claims = J.faithfulness(gw, judge_spec(), case(), "I don't know based on the provided "
+                                 "documents.", "B", refusal=True)
+    assert row["verdict"] == "no_claims" and row["score"] is None and claims == []
+    assert brain.calls == []  # no judge call for a refusal
+
+
+def test_claims_stored_with_supporting_chunk(tmp_path, brain):
+    from abtest import judges as J
+
+    store, gw = gateway(tmp_path)
+    row, claims = J.faithfulness(gw, judge_spec(), case(), "Normandy is a region in France.", "A",
+                                 refusal=False)
+    assert row["score"] == 1.0 and claims == [{"claim": "Normandy is a region in France.",
+                                               "verdict": "supported", "chunk_id": "c1"}]
+    row, claims = J.faithfulness(gw, judge_spec(), case(), "Normandy is in Spain.", "B", refusal=False)
+    assert row["score"] == 0.0 and claims[0]["verdict"] == "not_in_context"
+
+
+def test_support_must_point_at_a_real_chunk(tmp_path, brain):
+    from abtest import judges as J
+
+    def override(messages, req):
+        if (req.get("response_format") or {}).get("json_schema", {}).get("name") == "claimverdicts":
+            return {"verdicts": [{"claim": 1, "verdict": "supported", "chunk_id": "invented"}]}
+        return None
+
+    brain.override = override
+    store, gw = gateway(tmp_path)
+    row, claims = J.faithfulness(gw, judge_spec(), case(), "Normandy is a region in France.", "A",
+                                 refusal=False)
+    assert claims[0]["verdict"] == "not_in_context" and row["score"] == 0.0
+
+
+def test_position_bias_counted(project, brain):
+    """A judge that always picks the first position: every case is position-inconsistent."""
+    def first(messages, req):
+        if (req.get("response_format") or {}).get("json_schema", {}).get("name") == "pairwiseverdict":
+            return {"winner": "1", "margin": 0.9, "rationale": "first"}
+        return None
+
+    brain.override = first
+    r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                                 "--b", "variants/b.yaml"])
+    rep = json.loads(CliRunner().invoke(cli, ["report", r.stdout.strip().splitlines()[-1],
+                                              "--format", "json"]).stdout)
+    pw = rep["metrics"]["pairwise"]
+    assert (pw["b_wins"], pw["a_wins"], pw["no_preference"], pw["position_inconsistent"]) == (0, 0, 4, 4)
+    assert pw["first_position_win_rate"] == 1.0
+    assert pw["position_consistency"]["estimate"] == 0.0
+    assert pw["position_consistency"]["biased_to_first"] == 4
+    assert pw["p_value"] == 1.0  # no decisive pair
+
+
+def test_abstention_phrase_first_llm_only_when_uncertain(tmp_path, brain):
+    from abtest import judges as J
+
+    store, gw = gateway(tmp_path)
+    assert J.abstention(gw, judge_spec(), case(), "I don't know.", "A")["verdict"] == "abstained"
+    assert J.abstention(gw, judge_spec(), case(), "Normandy is in France.", "A")["verdict"] == "answered"
+    assert brain.calls == []
+    row = J.abstention(gw, judge_spec(), case(), "The context does not mention it, I don't know it.", "A")
+    assert row["verdict"] == "abstained"
+    row = J.abstention(gw, judge_spec(), case(), "It is unclear, but probably France.", "A")
+    assert len(brain.calls) == 1 and json.loads(row["result_json"])["method"] == "llm"
+
+
+def test_judge_prompts_hashed_into_judgments(project, brain):
+    from abtest.config import load_config
+    from abtest.judges.common import load_prompt
+    from abtest.store import Store
+
+    r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                                 "--b", "variants/b.yaml"])
+    s = Store(load_config().store_path, read_only=True)
+    rows = s.judgments(r.stdout.strip().splitlines()[-1], "pairwise")
+    s.close()
+    assert {x["prompt_sha256"] for x in rows} == {load_prompt("pairwise_v1").sha256}
+
+
+def test_judge_check_pairwise_on_llmbar_sample(project, brain):
+    def gold_like(messages, req):
+        if (req.get("response_format") or {}).get("json_schema", {}).get("name") == "pairwiseverdict":
+            return {"winner": "1", "margin": 0.5, "rationale": "x"}
+        return None
+
+    brain.override = gold_like
+    data = ROOT / "tests" / "data" / "llmbar" / "pairs.jsonl"
+    r = CliRunner().invoke(cli, ["judge-check", "pairwise", "--data", str(data), "--format", "json"])
+    assert r.exit_code == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["n"] == 10
+    # an always-first judge: every item position-inconsistent, so no preference anywhere
+    assert res["position_consistency"] == 0.0 and res["no_preference"] == 10 and res["accuracy"] == 0.0
+    gold1 = sum(json.loads(x)["label"] == 1 for x in data.read_text().splitlines())
+    assert res["accuracy_first_order"] == pytest.approx(gold1 / 10)
+
+
+def test_judge_check_faithfulness_synthetic(project, brain, tmp_path):
+    rows = [{"id": "s1", "source": "Normandy is a region in France.",
+             "claim_or_summary": "Normandy is a region in France.", "label": "consistent"},
+            {"id": "s2", "source": "Normandy is a region in France.",
+             "claim_or_summary": "Normandy is a region in Spain.", "label": "hallucinated"}]
+    f = tmp_path / "fb.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = CliRunner().invoke(cli, ["judge-check", "faithfulness", "--data", str(f), "--format", "json"])
+    assert r.exit_code == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["accuracy"] == 1.0 and res["hallucination_recall"] == 1.0
+
+
+def test_judge_check_bad_label_exit_2(project, brain, tmp_path):
+    f = tmp_path / "bad.jsonl"
+    f.write_text(json.dumps({"id": "x", "input": "i", "output_1": "a", "output_2": "b", "label": 3}) + "\n")
+    r = CliRunner().invoke(cli, ["judge-check", "pairwise", "--data", str(f)])
+    assert r.exit_code == 2 and "line 1" in r.stderr and "label" in r.stderr
+
+
+@pytest.mark.skipif(shared_data_dir() is None, reason="../shared/data not present (fresh clone)")
+def test_judge_check_faithfulness_on_faithbench(project, brain):
+    data = shared_data_dir() / "faithbench" / "faithbench.jsonl"
+    r = CliRunner().invoke(cli, ["judge-check", "faithfulness", "--data", str(data), "--limit", "20",
+                                 "--format", "json"])
+    assert r.exit_code == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["n"] == 20 and 0.0 <= res["accuracy"] <= 1.0
+
+
+def test_judge_repeats_measure_test_retest(project, brain):
+    Path("abtest.yaml").write_text(Path("abtest.yaml").read_text() + "judge_repeats: 2\n")
+    r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                                 "--b", "variants/b.yaml"])
+    assert r.exit_code == 0, r.stderr
+    rep = json.loads(CliRunner().invoke(cli, ["report", r.stdout.strip().splitlines()[-1],
+                                              "--format", "json"]).stdout)
+    tr = rep["judge_noise"]
+    assert tr["repeats"] == 2 and tr["n_items"] > 0
+    assert tr["agreement"] == 1.0  # the scripted judge is deterministic
