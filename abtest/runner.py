@@ -256,46 +256,52 @@ class CaseOutcome:
 
 
 def _judge_case(gw, lc: LoadedConfig, store, run_id: str, case: Case, answers: dict[str, str],
-                out: CaseOutcome) -> None:
+                out: CaseOutcome, fan) -> None:
+    """All judges of one case, run side by side (the gateway bounds what is in flight)."""
     from . import judges as J
     from .checks import looks_like_refusal
 
     cfg = lc.config
     spec = cfg.judge
     js = cfg.judges
-
-    def put(row, claims=None):
-        row = {"run_id": run_id, **row}
-        store.put_judgment(row, claims)
-        if row.get("error"):
-            out.errors.append(f"{row['judge']}[{row['subject']}]: {row['error']}")
+    ctx = J.context_block(case.context)
+    tasks: list[Callable[[], list[tuple[dict, list | None]]]] = []
 
     if "pairwise" in js:
-        for row in J.pairwise(gw, spec, case, answers["A"], answers["B"]):
-            put(row)
-    points, perr = (J.key_points_for(gw, spec, case) if "coverage" in js else (None, None))
+        for order in ("AB", "BA"):
+            tasks.append(lambda o=order: [(r, None) for r in J.pairwise(
+                gw, spec, case, answers["A"], answers["B"], orders=(o,))])
+
+    def coverage_rows(v):
+        points, perr = J.key_points_for(gw, spec, case)  # cached: one extraction per case
+        if perr:
+            return [({"case_id": case.id, "judge": "coverage", "subject": v, "error": perr}, None)]
+        return [(J.coverage(gw, spec, case, answers[v], v, points), None)] if points else []
+
     for v in ("A", "B"):
         ans = answers[v]
-        refusal = looks_like_refusal(ans)
         if "faithfulness" in js:
-            row, claims = J.faithfulness(gw, spec, case, ans, v, refusal=refusal)
-            put(row, claims)
+            tasks.append(lambda v=v, ans=ans: [J.faithfulness(gw, spec, case, ans, v,
+                                                              refusal=looks_like_refusal(ans))])
         if "abstention" in js:
-            put(J.abstention(gw, spec, case, ans, v))
+            tasks.append(lambda v=v, ans=ans: [(J.abstention(gw, spec, case, ans, v), None)])
         if "coverage" in js and case.answerable:
-            if perr:
-                put({"case_id": case.id, "judge": "coverage", "subject": v, "error": perr})
-            elif points:
-                put(J.coverage(gw, spec, case, ans, v, points))
-        ctx = J.context_block(case.context)
+            tasks.append(lambda v=v: coverage_rows(v))
         if "quality" in js:
-            put(J.rubric(gw, spec, case, "quality", v,
-                         {"question": case.question, "context": ctx, "answer": ans}))
+            tasks.append(lambda v=v, ans=ans: [(J.rubric(gw, spec, case, "quality", v, {
+                "question": case.question, "context": ctx, "answer": ans}), None)])
         if "relevance" in js:
-            put(J.rubric(gw, spec, case, "relevance", v, {"question": case.question, "answer": ans}))
+            tasks.append(lambda v=v, ans=ans: [(J.rubric(gw, spec, case, "relevance", v, {
+                "question": case.question, "answer": ans}), None)])
     if "keywords" in js and case.keywords:
-        put(J.rubric(gw, spec, case, "keywords", "case",
-                     {"question": case.question, "keywords": ", ".join(case.keywords)}))
+        tasks.append(lambda: [(J.rubric(gw, spec, case, "keywords", "case", {
+            "question": case.question, "keywords": ", ".join(case.keywords)}), None)])
+    for results in fan(tasks):
+        for row, claims in results:
+            row = {"run_id": run_id, **row}
+            store.put_judgment(row, claims)
+            if row.get("error"):
+                out.errors.append(f"{row['judge']}[{row['subject']}]: {row['error']}")
 
 
 def _conformance(gw, lc, store, run_id, case, answers, variants, out):
@@ -310,17 +316,31 @@ def _conformance(gw, lc, store, run_id, case, answers, variants, out):
                 out.errors.append(f"conformance[{v}]: {row['error']}")
 
 
-def process_case(gw, lc: LoadedConfig, store, run_id: str, plan: RunPlan, case: Case) -> CaseOutcome:
+def _fanout(pool):
+    """Run a case's independent tasks side by side; results in task order."""
+    def fan(tasks):
+        if pool is None or len(tasks) < 2:
+            return [t() for t in tasks]
+        return [f.result() for f in [pool.submit(t) for t in tasks]]
+    return fan
+
+
+def process_case(gw, lc: LoadedConfig, store, run_id: str, plan: RunPlan, case: Case,
+                 inner=None) -> CaseOutcome:
     from .checks import run_checks
 
+    fan = _fanout(inner)
     out = CaseOutcome(case.id)
     answers: dict[str, str] = {}
     variants = {"A": plan.a, "B": plan.b}
     specs = {"A": plan.gen_a, "B": plan.gen_b}
+    results = fan([lambda i=i, v=v: gw.complete(specs[v], plan.messages[case.id][i],
+                                                 purpose=f"generate:{v}", case_id=case.id)
+                   for i, v in enumerate(("A", "B"))])
     for i, v in enumerate(("A", "B")):
         msgs = plan.messages[case.id][i]
         ctx = plan.contexts[case.id][i]
-        res = gw.complete(specs[v], msgs, purpose=f"generate:{v}", case_id=case.id)
+        res = results[i]
         tokens = plan.token_counts.get(case.id, (None, None))[i]
         store.put_generation({
             "run_id": run_id, "case_id": case.id, "variant": v,
@@ -338,7 +358,7 @@ def process_case(gw, lc: LoadedConfig, store, run_id: str, plan: RunPlan, case: 
                          [r.model_dump() for r in run_checks(res.content, case, variants[v].variant)])
     if len(answers) < 2:
         return out  # unfinished case: never judged, never counted
-    _judge_case(gw, lc, store, run_id, case, answers, out)
+    _judge_case(gw, lc, store, run_id, case, answers, out, fan)
     if "conformance" in lc.config.judges:
         _conformance(gw, lc, store, run_id, case, answers, variants, out)
     return out
@@ -400,9 +420,13 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
     unfinished: list[str] = []
     drift: list[str] = []
     lock = threading.Lock()
+    # cases and the tasks inside a case run side by side; the gateway's semaphore keeps at
+    # most `concurrency` provider calls in flight, so the pipeline never drains at the tail
     workers = max(1, min(cfg.concurrency, len(cases)))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="abtest-case") as pool:
-        futures = {pool.submit(process_case, gw, lc, store, run_id, plan, c): c for c in cases}
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="abtest-case") as pool, \
+            ThreadPoolExecutor(max_workers=2 * cfg.concurrency + 2,
+                               thread_name_prefix="abtest-task") as inner:
+        futures = {pool.submit(process_case, gw, lc, store, run_id, plan, c, inner): c for c in cases}
         for fut in as_completed(futures):
             case = futures[fut]
             try:

@@ -70,13 +70,16 @@ def _row(case: Case, judge: str, subject: str, call, *, verdict=None, score=None
             "model_resolved": call.model_resolved if call is not None else None}
 
 
-def pairwise(gateway, spec, case: Case, answer_a: str, answer_b: str, *, sample: int = 0) -> list[dict]:
+def pairwise(gateway, spec, case: Case, answer_a: str, answer_b: str, *, sample: int = 0,
+             orders: tuple[str, ...] = ("AB", "BA")) -> list[dict]:
     """Blind, both orders: run 'AB' shows A first, run 'BA' shows B first; verdicts mapped back."""
     p = load_prompt("pairwise_v1")
     ctx = context_block(case.context)
     rows = []
     for subject, first, second, first_is in (("AB", answer_a, answer_b, "A"),
                                              ("BA", answer_b, answer_a, "B")):
+        if subject not in orders:
+            continue
         call = ask_json(gateway, spec, p, {"question": case.question, "context": ctx,
                                           "response_1": first, "response_2": second},
                         PairwiseVerdict, purpose="judge:pairwise", case_id=case.id, sample=sample)
