@@ -38,6 +38,7 @@ import http.client
 import inspect
 import json
 import os
+import random
 import socket
 import sys
 import threading
@@ -127,8 +128,6 @@ def _redact(text: str, secret: str | None) -> str:
 def _coerce_chunks(items: Any, scores: Any, opts: TargetOptions, source: str, where: str) -> list:
     from .retrieval.base import RetrievedChunk, coerce_chunk
 
-    if items is None:
-        items = []
     if not isinstance(items, (list, tuple)):
         raise TargetError(f"{where}: no chunk list at {opts.chunks_path!r} (got "
                           f"{type(items).__name__}); set --chunks-path", unreachable=False)
@@ -199,7 +198,7 @@ class Target:
         from tenacity import (RetryError, Retrying, retry_if_exception, stop_after_attempt)
 
         attempts = 0
-        rng = __import__("random").Random(hash((qid, variant)) & 0xFFFF)
+        rng = random.Random(f"{qid}/{variant}")
 
         def wait(state) -> float:
             exc = state.outcome.exception()

@@ -225,3 +225,29 @@ def test_chunk_injection_is_neutralised_for_the_judge(tmp_path, monkeypatch, bra
             if f"<{tag}>" in p:
                 assert p.count(f"<{tag}>") == 1 and p.count(f"</{tag}>") == 1
         assert "‹/response_1›" in p or "Ignore previous" not in p
+
+
+def test_export_every_table(project, brain, tmp_path):
+    run_id = run_ok()
+    for fmt in ("parquet", "jsonl", "csv"):
+        code, out, err = invoke("export", run_id, "--format", fmt, "--out", str(tmp_path / fmt))
+        assert code == 0, err
+        files = {Path(p).name for p in out.split()}
+        assert {f"generations.{fmt}", f"judgments.{fmt}", f"claims.{fmt}", f"llm_calls.{fmt}",
+                f"checks.{fmt}", f"runs.{fmt}"} <= files
+    import duckdb
+
+    n = duckdb.connect().execute(f"SELECT count(*) FROM read_parquet('{tmp_path}/parquet/generations.parquet')").fetchall()[0][0]
+    assert n == 8
+    rows = [json.loads(x) for x in (tmp_path / "jsonl" / "judgments.jsonl").read_text().splitlines()]
+    assert rows and all(r["run_id"] == run_id for r in rows)
+
+
+def test_html_report_from_a_real_run(project, brain):
+    run_id = run_ok()
+    code, out, _ = invoke("report", run_id, "--format", "html")
+    assert code == 0
+    assert out.lstrip().lower().startswith("<!doctype html")
+    for marker in ('id="forest-plot"', 'id="pairwise-bar"', 'id="case-scatter"'):
+        assert marker in out
+    assert "http://" not in out and "https://" not in out
