@@ -285,7 +285,9 @@ def fixtures_add_unanswerable(path, n, seed):
 @cli.command("run")
 @click.option("--fixture", required=True, type=click.Path())
 @click.option("--a", "a_path", required=True, type=click.Path(dir_okay=False))
-@click.option("--b", "b_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--b", "b_path", default=None, type=click.Path(dir_okay=False))
+@click.option("--models", default=None,
+              help="Model comparison: run variant A with each of m1,m2,… and print a leaderboard.")
 @click.option("--run-id", default=None)
 @click.option("--resume", is_flag=True, help="Continue an interrupted run; finished calls are not repeated.")
 @click.option("--dry-run", is_flag=True, help="Print calls, tokens and cost before spending anything.")
@@ -294,7 +296,8 @@ def fixtures_add_unanswerable(path, n, seed):
 @click.option("--allow-self-judge", is_flag=True,
               help="Silence the self-judging error (demos); the claim is still withheld.")
 @click.pass_context
-def run_cmd(ctx, fixture, a_path, b_path, run_id, resume, dry_run, judge_repeats, allow_self_judge):
+def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, dry_run, judge_repeats,
+            allow_self_judge):
     """Generate A and B over the fixture's frozen contexts, check, judge; print the run id."""
     import json
 
@@ -309,6 +312,25 @@ def run_cmd(ctx, fixture, a_path, b_path, run_id, resume, dry_run, judge_repeats
         updates["allow_self_judge"] = True
     if updates:
         lc.config = lc.config.model_copy(update=updates)
+    if models:
+        from .leaderboard import run_models
+
+        board = run_models(lc, fixture, a_path, models.split(","), progress=_progress)
+        from tabulate import tabulate
+
+        cols = ["model", "faithfulness", "coverage", "refusal_answerable", "refusal_unanswerable",
+                "pairwise_vs_baseline", "run_id", "status"]
+        click.echo(tabulate([[r.get(c) for c in cols] for r in board["rows"]], headers=cols,
+                            floatfmt=".3f"))
+        click.echo(f"cases that flip between models: {len(board['flipped'])}")
+        for f in board["flipped"][:20]:
+            click.echo(f"  {f['case_id']}: faithful with {', '.join(f['faithful'])}; not with "
+                       f"{', '.join(f['not_faithful'])}")
+        sys.exit(EXIT_INCOMPLETE if any(r["status"] != "complete" for r in board["rows"]) else 0)
+    if b_path is None:
+        from .errors import UserError
+
+        raise UserError("--b is required (or --models m1,m2 for a model comparison)", field="--b")
     if dry_run:
         click.echo(json.dumps(do_dry(lc, plan_run(lc, fixture, a_path, b_path)), indent=2))
         return

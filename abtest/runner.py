@@ -71,12 +71,14 @@ def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
 
 
-def _spec_for(lc: LoadedConfig, lv: LoadedVariant) -> ModelSpec:
+def _spec_for(lc: LoadedConfig, lv: LoadedVariant, override: str | None = None) -> ModelSpec:
     gen = lc.config.generator
-    return gen.model_copy(update={"model": lv.variant.model}) if lv.variant.model else gen
+    model = override or lv.variant.model
+    return gen.model_copy(update={"model": model}) if model else gen
 
 
-def plan_run(lc: LoadedConfig, fixture_path, a_path, b_path, *, count_tokens: bool = True) -> RunPlan:
+def plan_run(lc: LoadedConfig, fixture_path, a_path, b_path, *, count_tokens: bool = True,
+             models: tuple[str | None, str | None] = (None, None)) -> RunPlan:
     """Load and verify inputs; detect a pipeline change before spending anything."""
     from .llm import check_credentials
 
@@ -89,7 +91,7 @@ def plan_run(lc: LoadedConfig, fixture_path, a_path, b_path, *, count_tokens: bo
     from .variants import check_context_template
 
     check_context_template(cfg.context_template, file=str(lc.path or "abtest.yaml"))
-    gen_a, gen_b = _spec_for(lc, a), _spec_for(lc, b)
+    gen_a, gen_b = _spec_for(lc, a, models[0]), _spec_for(lc, b, models[1])
     for where, spec in (("generator", gen_a), ("generator", gen_b), ("judge", cfg.judge)):
         check_credentials(spec, where=where)
     if "quality" in cfg.judges or "keywords" in cfg.judges:
@@ -458,13 +460,14 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
 
 
 def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: bool = False,
-        progress: Progress | None = None) -> RunResult:
+        progress: Progress | None = None,
+        models: tuple[str | None, str | None] = (None, None)) -> RunResult:
     """Library entry point: plan, open the store, execute."""
     from .llm import preload
     from .store import Store
 
     preload()  # litellm imports in the background while fixtures and prompts are checked
-    plan = plan_run(lc, fixture, a, b)
+    plan = plan_run(lc, fixture, a, b, models=models)
     store = Store(lc.store_path)
     try:
         rid = start_run(lc, store, plan, run_id=run_id, resume=resume)

@@ -189,7 +189,7 @@ def _dump_yaml(data: dict) -> str:
         return dumper.represent_scalar("tag:yaml.org,2002:str", value)
 
     Dumper.add_representer(str, str_rep)
-    return yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=100)
+    return yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=4096)
 
 
 def _resolve_variant_path(lc, run: dict, side: str) -> Path:
@@ -197,7 +197,7 @@ def _resolve_variant_path(lc, run: dict, side: str) -> Path:
     if not raw:
         raise UserError(f"run {run['run_id']} recorded no path for variant {side}")
     p = Path(raw)
-    for cand in ([p] if p.is_absolute() else [Path.cwd() / p, lc.base_dir / p]):
+    for cand in ([p] if p.is_absolute() else [p, lc.base_dir / p]):
         if cand.is_file():
             return cand
     raise UserError(f"variant {side} file of run {run['run_id']} not found", file=raw)

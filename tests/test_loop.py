@@ -276,7 +276,8 @@ def test_suggest_writes_valid_variant_and_prints_diff(project, brain):
     assert lv.name == "grounded-suggested"
     assert "Keep answers under 80 words." in lv.variant.system
     assert "{{ context }}" in lv.variant.user and "<context>" in lv.variant.user  # tags survive
-    assert "+Keep answers under 80 words." in out and out.startswith("---")
+    assert "+  Keep answers under 80 words." in out and out.startswith("--- variants/b.yaml")
+    assert "-  Answer only" not in out  # untouched lines are context, not edits
     # the model saw the report: headline numbers and the current templates
     assert "Pairwise (blind, both orders)" in seen["prompt"] and "{{ question }}" in seen["prompt"]
     # a second suggestion does not silently overwrite the first

@@ -251,3 +251,24 @@ def test_html_report_from_a_real_run(project, brain):
     for marker in ('id="forest-plot"', 'id="pairwise-bar"', 'id="case-scatter"'):
         assert marker in out
     assert "http://" not in out and "https://" not in out
+
+
+def test_model_comparison_leaderboard(project, brain):
+    def by_model(messages, req):
+        if not req.get("response_format") and req["model"].endswith("weak"):
+            return "Normandy is in Spain."
+        return None
+
+    brain.override = by_model
+    code, out, err = invoke("run", "--fixture", "fixtures/small", "--a", "variants/b.yaml",
+                            "--models", "fake/gen,fake/weak")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[2].split()[0] == "fake/gen"  # sorted by faithfulness: the grounded model first
+    assert "fake/weak" in out and "cases that flip between models:" in out
+    assert "q1: faithful with fake/gen; not with fake/weak" in out
+
+
+def test_b_required_without_models(project, brain):
+    code, _, err = invoke("run", "--fixture", "fixtures/small", "--a", "variants/a.yaml")
+    assert code == 2 and "--b is required" in err

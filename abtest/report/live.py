@@ -1,0 +1,610 @@
+"""The report of a live run (kind = "live"), beside the frozen one it confirms.
+
+Same top-level keys as the frozen report (schema_version, run_id, kind, status,
+n_cases, metrics, claim, incidents, per_case, gate) plus `metrics.retrieval`
+(context precision / recall against the golden relevant_chunk_ids, per question,
+averaged; questions without relevant ids excluded and counted), `metrics.latency`
+(p50 / p95 per variant), `claims` {frozen, live} — two separate sentences: "Given
+these contexts…" from the frozen run and "End to end, with retriever R on corpus
+V…" from this one — and, when the live run names a frozen run, `frozen_comparison`
+rows: per metric the frozen B − A, the live B − A and their ratio (how much survived).
+
+Only finished questions (A and B answered, every judge without error) enter a
+statistic; nothing is estimated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import UserError
+from .build import (HOLM_FAMILY, SCHEMA_VERSION, _binary, _calls, _continuous, _fmt,
+                    _judge_validation, _metric_at, _plain, load_run)
+
+VARIANTS = ("A", "B")
+COMPARED = ("pairwise", "faithfulness", "coverage", "abstention_answerable",
+            "abstention_unanswerable", "citation_accuracy", "quality", "relevance")
+
+
+def _pairwise(finished, jby, answers, alpha) -> tuple[dict | None, dict]:
+    from .. import stats
+
+    ids = [c for c in finished if (c, "pairwise", "AB") in jby and (c, "pairwise", "BA") in jby]
+    if not ids:
+        return None, {}
+    ab = [jby[(c, "pairwise", "AB")]["verdict"] for c in ids]
+    ba = [jby[(c, "pairwise", "BA")]["verdict"] for c in ids]
+    pc = stats.pairwise_outcomes(ab, ba)
+    st = stats.sign_test(pc.wins, pc.losses)
+    wr = stats.win_rate(pc.wins, pc.losses, pc.ties, conf_level=1 - alpha)
+    cons = stats.position_consistency(ab, ba)
+    len_a = sum(len(answers.get((c, "A")) or "") for c in ids)
+    len_b = sum(len(answers.get((c, "B")) or "") for c in ids)
+
+    def clip(x):
+        return None if x is None else max(-1.0, min(1.0, x))
+
+    return ({"metric": "pairwise", "n": len(ids), "b_wins": pc.wins, "a_wins": pc.losses,
+             "no_preference": pc.ties,
+             "position_inconsistent": sum(1 for x, y in zip(ab, ba) if x != y),
+             "a": 1 - wr.estimate, "b": wr.estimate, "difference": 2 * wr.estimate - 1,
+             "estimate": wr.estimate,
+             "ci_low": clip(None if wr.ci_low is None else 2 * wr.ci_low - 1),
+             "ci_high": clip(None if wr.ci_high is None else 2 * wr.ci_high - 1),
+             "ci_method": "t-interval on per-case scores {1, .5, 0}, as B − A win rates",
+             "test": "sign_test (exact, two-sided, decisive pairs)", "p_value": st.p_value,
+             "p_holm": None,
+             "position_consistency": {"estimate": cons.estimate, "ci_low": cons.ci_low,
+                                      "ci_high": cons.ci_high},
+             "length_ratio_b_over_a": (len_b / len_a) if len_a else None,
+             "judge_context": "the union of the chunks A and B retrieved"},
+            dict(zip(ids, pc.outcomes)))
+
+
+def _retrieval(finished, questions, chunk_ids, alpha) -> dict:
+    from ..live import context_precision_recall
+
+    prec = {v: {} for v in VARIANTS}
+    rec = {v: {} for v in VARIANTS}
+    excluded = []
+    for cid in finished:
+        rel = questions[cid].get("relevant_chunk_ids") or []
+        if not rel:
+            excluded.append(cid)
+            continue
+        for v in VARIANTS:
+            p, r = context_precision_recall(chunk_ids[(cid, v)], rel)
+            prec[v][cid], rec[v][cid] = p, r
+    used = [c for c in finished if c not in set(excluded)]
+    out = {}
+    for name, table in (("context_precision", prec), ("context_recall", rec)):
+        m = _continuous(name, table["A"], table["B"], used, alpha)
+        for k in ("summary_a", "summary_b", "sensitivity", "mde"):
+            m.pop(k, None)
+        m.update({"n_excluded_no_relevant_ids": len(excluded),
+                  "excluded_no_relevant_ids": sorted(excluded),
+                  "definition": ("relevant retrieved / retrieved" if name == "context_precision"
+                                 else "relevant retrieved / relevant") +
+                  " per question vs golden relevant_chunk_ids, averaged"})
+        if not used:
+            m["note"] = "no finished question has relevant_chunk_ids"
+        out[name] = m
+    same = [c for c in finished if chunk_ids[(c, "A")] == chunk_ids[(c, "B")]]
+    out["same_retrieval_share"] = (len(same) / len(finished)) if finished else None
+    out["note_same_retrieval"] = ("share of questions where A and B retrieved the same chunk ids in "
+                                  "the same order; below 1 the live systems did not see the same "
+                                  "material, so the difference is not the prompt's alone")
+    return out
+
+
+def _latency(finished, items) -> dict:
+    from ..live import percentile
+
+    out: dict[str, Any] = {}
+    kinds = set()
+    for v in VARIANTS:
+        xs = [items[(c, v)]["latency_ms"] for c in finished
+              if items[(c, v)]["latency_ms"] is not None]
+        kinds |= {items[(c, v)]["latency_kind"] for c in finished}
+        key = v.lower()
+        out[f"p50_ms_{key}"] = percentile(xs, 50)
+        out[f"p95_ms_{key}"] = percentile(xs, 95)
+        out[f"mean_ms_{key}"] = (sum(xs) / len(xs)) if xs else None
+        out[f"n_{key}"] = len(xs)
+    out["latency_kind"] = sorted(k for k in kinds if k)
+    out["method"] = ("per answer: time to first token when streamed, total request time "
+                     "otherwise; percentiles by linear interpolation over finished questions")
+    return out
+
+
+def _checks(finished, checks, alpha) -> dict:
+    from .. import stats
+    from ..checks import paired_check_table
+
+    res = {v: defaultdict(list) for v in VARIANTS}
+    fin = set(finished)
+    for c in checks:
+        if c["case_id"] in fin:
+            res[c["variant"]][c["case_id"]].append({"name": c["name"], "passed": c["passed"]})
+    out = {}
+    for name, s in paired_check_table(res["A"], res["B"]).items():
+        d = s.model_dump()
+        if s.n:
+            d.update({"test": "mcnemar_midp",
+                      "p_value": stats.mcnemar(s.n10, s.n01, method="midp").p_value})
+        else:
+            d.update({"test": None, "p_value": None})
+        out[name] = d
+    return out
+
+
+def _incidents(finished, jby, claims, answers, questions, chunk_ids, cfg) -> list[dict]:
+    by = defaultdict(list)
+    for c in claims:
+        by[(c["case_id"], c["variant"])].append(c)
+    out = []
+    for cid in finished:
+        for v in VARIANTS:
+            j = jby.get((cid, "faithfulness", v))
+            if not j or j.get("score") is None or j["score"] >= cfg.gates.incident_faithfulness:
+                continue
+            out.append({"case_id": cid, "variant": v, "faithfulness": j["score"],
+                        "question": questions[cid]["question"], "answer": answers.get((cid, v)),
+                        "unsupported": [{"claim": c["claim"], "verdict": c["verdict"]}
+                                        for c in by[(cid, v)] if c["verdict"] != "supported"],
+                        "context_ids": chunk_ids.get((cid, v), [])})
+    return out
+
+
+def _diff_of(metrics: dict, key: str) -> tuple[float | None, float | None, float | None]:
+    if key == "citation_accuracy":
+        ca = (metrics.get("checks") or {}).get("citation_accuracy") or {}
+        a, b = ca.get("pass_rate_a"), ca.get("pass_rate_b")
+        return a, b, (b - a) if a is not None and b is not None else None
+    m = _metric_at(metrics, key) or {}
+    return m.get("a"), m.get("b"), m.get("difference")
+
+
+def frozen_comparison_rows(frozen: dict, live: dict) -> list[dict]:
+    rows = []
+    for key in COMPARED:
+        fa, fb, fd = _diff_of(frozen["metrics"], key)
+        la, lb, ld = _diff_of(live["metrics"], key)
+        if fd is None and ld is None:
+            continue
+        ratio = None
+        if fd is not None and ld is not None and abs(fd) > 1e-12:
+            ratio = ld / fd
+        if fd is None or ld is None:
+            verdict = "not measured on both"
+        elif abs(fd) <= 1e-12:
+            verdict = "no frozen effect to carry over"
+        elif ratio < 0:
+            verdict = "reversed end to end"
+        elif ratio >= 0.8:
+            verdict = "survived"
+        elif ratio > 0:
+            verdict = f"partly survived ({ratio:.0%})"
+        else:
+            verdict = "vanished end to end"
+        rows.append({"metric": key, "frozen_a": fa, "frozen_b": fb, "frozen_difference": fd,
+                     "live_a": la, "live_b": lb, "live_difference": ld, "ratio": ratio,
+                     "survival": verdict})
+    return rows
+
+
+def _effect_text(m: dict) -> str:
+    f = m.get("faithfulness") or {}
+    if f.get("difference") is None:
+        return "faithfulness was not measured on any complete pair"
+    return (f"B − A faithfulness {f['difference']:+.3f} (95% CI {_fmt(f.get('ci_low'))} to "
+            f"{_fmt(f.get('ci_high'))}, Holm p = {_fmt(f.get('p_holm'))}), paired over "
+            f"{f.get('n')} questions")
+
+
+def frozen_claim(frozen: dict) -> dict:
+    c = dict(frozen.get("claim") or {})
+    if c.get("licensed") and c.get("sentence"):
+        statement = c["sentence"]
+    else:
+        statement = (f"Given these contexts (frozen run {frozen['run_id']}, fixture "
+                     f"{frozen['fixture']['name']}), {_effect_text(frozen['metrics'])}; no claim "
+                     "is licensed: " + "; ".join(c.get("reasons") or ["(no reason recorded)"]) + ".")
+    c["statement"] = statement
+    c["run_id"] = frozen["run_id"]
+    return c
+
+
+def live_claim(report: dict, cfg, frozen: dict | None) -> dict:
+    m = report["metrics"]
+    r, v = report["retriever"], report["corpus_version"]
+    reasons = []
+    if report["status"] != "complete":
+        why = report.get("incomplete_reason") or f"{len(report['unfinished_cases'])} question(s) unfinished"
+        reasons.append(f"incomplete live run: {why}")
+    for side in ("a", "b"):
+        if len(report["versions"][side]) > 1:
+            reasons.append(f"assistant version drift in {side.upper()}: "
+                           f"{', '.join(report['versions'][side])}")
+    f = m.get("faithfulness")
+    if not f or f.get("difference") is None:
+        reasons.append("faithfulness was not measured on any complete pair")
+    elif not (f["difference"] > 0 and f.get("p_holm") is not None and f["p_holm"] <= cfg.alpha):
+        reasons.append(f"not significant: faithfulness B − A = {f['difference']:+.3f} (95% CI "
+                       f"{_fmt(f.get('ci_low'))} to {_fmt(f.get('ci_high'))}, Holm p = "
+                       f"{_fmt(f.get('p_holm'))})")
+    c = m.get("coverage")
+    if c and c.get("difference") is not None:
+        ni = c.get("noninferiority") or {}
+        if not ni.get("holds"):
+            reasons.append(f"coverage fell or is not shown non-inferior: B − A = "
+                           f"{c['difference']:+.3f}, margin {cfg.noninferiority_margin}")
+    elif c is None:
+        reasons.append("coverage was not measured (no key points or reference answers)")
+    val = report["judge_validation"]
+    if not val["validated"]:
+        fv = (frozen or {}).get("judge_validation") or {}
+        same_judge = frozen and frozen["models"]["judge"]["requested"] == report["models"]["judge"][
+            "requested"]
+        if fv.get("validated") and same_judge:
+            val = {**fv, "source": f"frozen run {frozen['run_id']}"}
+        else:
+            reasons.append(f"judge not validated: {val['n_labels']} human label(s) (need "
+                           f"{val['min_labels']}), kappa {_fmt(val['kappa'])} (need ≥ "
+                           f"{val['min_kappa']})")
+    retr = m.get("retrieval") or {}
+    lat = m.get("latency") or {}
+    tail = (f"context precision B {_fmt((retr.get('context_precision') or {}).get('b'))}, recall B "
+            f"{_fmt((retr.get('context_recall') or {}).get('b'))}, p95 latency B "
+            f"{_fmt(lat.get('p95_ms_b'), 0)} ms")
+    scope = "live: end to end, with the retrieval the live systems actually did"
+    if reasons:
+        statement = (f"End to end, with retriever {r} on corpus {v}, {_effect_text(m)} ({tail}); "
+                     "no claim is licensed: " + "; ".join(reasons) + ".")
+        return {"licensed": False, "sentence": None, "statement": statement, "reasons": reasons,
+                "scope": scope}
+    sentence = (f"End to end, with retriever {r} on corpus {v}, variant B was more faithful and no "
+                f"less complete than A, paired over {f['n']} questions (faithfulness "
+                f"{f['difference']:+.3f}, 95% CI {_fmt(f['ci_low'])} to {_fmt(f['ci_high'])}, Holm "
+                f"p = {_fmt(f['p_holm'])}; {tail}), with the judge validated against a human sample "
+                f"of {val['n_labels']} (kappa {_fmt(val['kappa'])}).")
+    return {"licensed": True, "sentence": sentence, "statement": sentence, "reasons": [],
+            "scope": scope}
+
+
+def build_live_report(store, run_id: str, config=None) -> dict:
+    """Every number of the live report from the store; nothing is estimated."""
+    from .. import stats
+    from ..gate import evaluate_gate
+    from ..models import Config
+
+    run = load_run(store, run_id)
+    if run["kind"] != "live":
+        raise UserError(f"run {run_id!r} is a {run['kind']} run, not a live one")
+    cfg = config or Config.model_validate(json.loads(run["config_json"]))
+    alpha = cfg.alpha
+    info = json.loads(run["info_json"] or "{}")
+    questions = {q["id"]: q for q in info.get("questions", [])}
+    order = [q["id"] for q in info.get("questions", [])]
+    rows = store.live_items(run_id)
+    items = {(r["case_id"], r["variant"]): r for r in rows}
+    judg = [j for j in store.judgments(run_id) if j["sample"] == 0]
+    jby = {(j["case_id"], j["judge"], j["subject"]): j for j in judg}
+    errors: dict[str, list[str]] = defaultdict(list)
+    for r in rows:
+        if r["error"]:
+            errors[r["case_id"]].append(f"{r['variant']}: {r['error']}")
+    for j in judg:
+        if j["error"]:
+            errors[j["case_id"]].append(f"{j['judge']}[{j['subject']}]: {j['error']}")
+    answered = {cid for cid in order
+                if all((cid, v) in items and items[(cid, v)]["error"] is None
+                       and items[(cid, v)]["answer"] is not None for v in VARIANTS)}
+    judged = {j["case_id"] for j in judg} | {c["case_id"] for c in store.checks(run_id)}
+    finished = [c for c in order if c in answered and c in judged and c not in errors]
+    unfinished = [c for c in order if c not in set(finished)]
+    status = "complete" if not unfinished and run["status"] == "complete" else "incomplete"
+    answers = {k: r["answer"] for k, r in items.items()}
+    chunks = {k: json.loads(r["retrieved_json"] or "[]") for k, r in items.items()}
+    chunk_ids = {k: [c["id"] for c in v] for k, v in chunks.items()}
+
+    def score(judge, v):
+        return {c: (jby.get((c, judge, v)) or {}).get("score") for c in finished}
+
+    metrics: dict[str, Any] = {}
+    pw, outcomes = _pairwise(finished, jby, answers, alpha)
+    if pw:
+        metrics["pairwise"] = pw
+    for judge in ("faithfulness", "coverage", "quality", "relevance"):
+        applicable = [c for c in finished if (c, judge, "A") in jby or (c, judge, "B") in jby]
+        if not applicable:
+            continue
+        m = _continuous(judge, score(judge, "A"), score(judge, "B"), applicable, alpha)
+        if judge == "faithfulness":
+            m["no_claims"] = {v: sorted(c for c in finished if (jby.get((c, judge, v)) or {})
+                                        .get("verdict") == "no_claims") for v in VARIANTS}
+        if judge == "coverage":
+            m["margin"] = cfg.noninferiority_margin
+            sa, sb = score(judge, "A"), score(judge, "B")
+            both = [c for c in applicable if sa.get(c) is not None and sb.get(c) is not None]
+            if len(both) >= 2 and m.get("p_value") is not None:
+                ni = stats.noninferiority_paired_t([sa[c] for c in both], [sb[c] for c in both],
+                                                   cfg.noninferiority_margin, alpha=alpha)
+                m["noninferiority"] = {"margin": cfg.noninferiority_margin, "ci_low_90": ni.ci_low,
+                                       "p_value": ni.p_value, "holds": ni.noninferior}
+        metrics[judge] = m
+    if any(j == "abstention" for (_, j, _) in jby):
+        def abst(v):
+            return {c: ((jby[(c, "abstention", v)]).get("verdict") == "abstained")
+                    if (c, "abstention", v) in jby else None for c in finished}
+        aa, bb = abst("A"), abst("B")
+        ans_ids = [c for c in finished if questions[c].get("answerable", True)]
+        un_ids = [c for c in finished if not questions[c].get("answerable", True)]
+        metrics["abstention"] = {
+            "answerable": _binary("abstention_answerable", aa, bb, ans_ids, alpha,
+                                  margin=cfg.noninferiority_margin),
+            "unanswerable": _binary("abstention_unanswerable", aa, bb, un_ids, alpha),
+            "direction": "difference = B − A abstention rate; on unanswerable (out-of-scope) "
+                         "questions higher is better (the refusal rate)"}
+    metrics["checks"] = _checks(finished, store.checks(run_id), alpha)
+    metrics["retrieval"] = _retrieval(finished, questions, chunk_ids, alpha)
+    metrics["latency"] = _latency(finished, items)
+    family = [(k, _metric_at(metrics, k)) for k in HOLM_FAMILY]
+    family = [(k, m) for k, m in family if m and m.get("p_value") is not None and m.get("n")]
+    if family:
+        h = stats.holm([m["p_value"] for _, m in family], alpha=alpha)
+        for (_, m), p_adj, rej in zip(family, h.p_adjusted, h.reject):
+            m["p_holm"], m["significant"] = p_adj, bool(rej)
+
+    versions = {v.lower(): sorted({r["assistant_version"] for r in rows
+                                   if r["variant"] == v and r["assistant_version"]})
+                for v in VARIANTS}
+    names = {}
+    for v in VARIANTS:
+        given = run[f"variant_{v.lower()}_name"]
+        names[v.lower()] = (versions[v.lower()][0] if given == v and versions[v.lower()]
+                            else given)
+    resolved = store.resolved_models(run_id)
+    stop_reason = None
+    errored = [r for r in rows if r["error"]]
+    if errored:
+        e = errored[-1]["error"]
+        kind = "endpoint unreachable" if "unreachable" in e or "HTTP 429" in e or "HTTP 5" in e \
+            else "endpoint answered badly"
+        stop_reason = f"{kind} ({errored[-1]['case_id']} {errored[-1]['variant']}: {e})"
+    report: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION, "run_id": run_id, "kind": "live", "status": status,
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": _plain(run["created_at"]), "n_cases": len(order),
+        "n_finished": len(finished), "unfinished_cases": unfinished,
+        "unfinished_reasons": {c: (errors.get(c) or (["not asked (the run stopped)"]
+                                                     if c not in answered else ["not judged"]))[:3]
+                               for c in unfinished},
+        "incomplete_reason": stop_reason,
+        "golden": {"name": run["fixture_name"], "path": run["fixture_path"],
+                   "sha256": run["fixture_sha256"]},
+        "fixture": {"name": run["fixture_name"], "corpus_version": run["corpus_version"],
+                    "cases_sha256": run["fixture_sha256"], "retriever": run["retriever"]},
+        "retriever": run["retriever"], "corpus_version": run["corpus_version"],
+        "targets": {"a": info.get("targets", {}).get("A"), "b": info.get("targets", {}).get("B")},
+        "variants": {"a": {"name": names["a"], "sha256": run["variant_a_sha256"],
+                           "target": run["variant_a_path"]},
+                     "b": {"name": names["b"], "sha256": run["variant_b_sha256"],
+                           "target": run["variant_b_path"]}},
+        "versions": versions,
+        "models": {"generator": {"requested": run["generator_model"], "resolved": []},
+                   "judge": {"requested": run["judge_model"],
+                             "resolved": resolved.get(run["judge_model"], [])}},
+        "comparison_kind": "live", "git_commit": run["git_commit"],
+        "judges": info.get("judges"),
+        "judge_validation": _judge_validation(store, run_id, cfg),
+        "metrics": metrics,
+        "holm": {"family": [k for k, _ in family], "alpha": alpha,
+                 "note": "confidence intervals are unadjusted; retrieval metrics are descriptive"},
+        "incidents": _incidents(finished, jby, store.claims(run_id), answers, questions,
+                                chunk_ids, cfg),
+        "calls": _calls(store, run_id, len(order)),
+    }
+    frozen = None
+    fid = info.get("frozen_run_id")
+    if fid:
+        frozen, ferr = _frozen_report(store, fid)
+        if frozen is None:
+            report["frozen_comparison"] = []
+            report["frozen_comparison_note"] = ferr
+    report["claim"] = live_claim(report, cfg, frozen)
+    report["claims"] = {"frozen": frozen_claim(frozen) if frozen else None,
+                        "live": report["claim"]}
+    if frozen is not None:
+        report["frozen_run_id"] = fid
+        report["frozen_comparison"] = frozen_comparison_rows(frozen, report)
+    report["per_case"] = _per_case(order, finished, questions, items, chunk_ids, jby, outcomes,
+                                   store.checks(run_id), errors)
+    report["gate"] = evaluate_gate(report, cfg.gates)
+    return report
+
+
+def _frozen_report(store, run_id: str) -> tuple[dict | None, str | None]:
+    from .build import build_report, check_fixture_unchanged
+
+    try:
+        run = load_run(store, run_id)
+        check_fixture_unchanged(run)
+        return build_report(store, run_id), None
+    except UserError as exc:
+        return None, f"frozen run {run_id} cannot be compared: {exc.line()}"
+
+
+def _per_case(order, finished, questions, items, chunk_ids, jby, outcomes, checks, errors):
+    from ..live import context_precision_recall
+
+    fails = defaultdict(list)
+    for c in checks:
+        if c["passed"] is False:
+            fails[(c["case_id"], c["variant"])].append(c["name"])
+    fin = set(finished)
+    out = []
+    for cid in order:
+        q = questions[cid]
+        row = {"case_id": cid, "question": q["question"], "answerable": q.get("answerable"),
+               "category": q.get("category"), "finished": cid in fin,
+               "errors": errors.get(cid, []),
+               "relevant_chunk_ids": q.get("relevant_chunk_ids") or []}
+        for v in VARIANTS:
+            k = v.lower()
+            it = items.get((cid, v)) or {}
+            row[f"answer_{k}"] = it.get("answer")
+            row[f"retrieved_{k}"] = chunk_ids.get((cid, v), [])
+            row[f"scores_{k}"] = json.loads(it["scores_json"]) if it.get("scores_json") else []
+            row[f"latency_ms_{k}"] = it.get("latency_ms")
+            row[f"version_{k}"] = it.get("assistant_version")
+            if cid in fin:
+                p, r = context_precision_recall(row[f"retrieved_{k}"], row["relevant_chunk_ids"])
+                row[f"context_precision_{k}"], row[f"context_recall_{k}"] = p, r
+                for judge in ("faithfulness", "coverage", "quality", "relevance"):
+                    j = jby.get((cid, judge, v))
+                    if j is not None:
+                        row[f"{judge}_{k}"] = j.get("score")
+                j = jby.get((cid, "abstention", v))
+                if j is not None and j.get("verdict"):
+                    row[f"abstained_{k}"] = j["verdict"] == "abstained"
+                row[f"checks_failed_{k}"] = fails.get((cid, v), [])
+        if cid in outcomes:
+            row["pairwise"] = outcomes[cid]
+        out.append(row)
+    return out
+
+
+# --------------------------------------------------------------------------- rendering
+def _f(x, nd=3, signed=False):
+    if x is None:
+        return "n/a"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return str(x)
+    return f"{x:+.{nd}f}" if signed else f"{x:.{nd}f}"
+
+
+def _cell(text, n=120):
+    t = " ".join(str(text or "").split()).replace("|", "\\|")
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def render_live_markdown(r: dict) -> str:
+    L: list[str] = []
+    add = L.append
+    m = r["metrics"]
+    add(f"# abtest live report — run {r['run_id']}")
+    add("")
+    add(f"- Status: **{r['status']}** — {r['n_finished']}/{r['n_cases']} questions finished"
+        + (f" — incomplete: {r['incomplete_reason']}" if r.get("incomplete_reason") else ""))
+    add(f"- Golden questions: `{r['golden']['name']}` (sha256 {str(r['golden']['sha256'])[:12]})")
+    add(f"- Retriever: {r['retriever']}; corpus: {r['corpus_version']}")
+    for s in ("a", "b"):
+        vv = ", ".join(r["versions"][s]) or "not reported"
+        add(f"- {s.upper()}: `{r['variants'][s]['target']}` (assistant version {vv})")
+    add(f"- Judge: `{r['models']['judge']['requested']}`")
+    add("")
+    add("## Claims")
+    add("")
+    fc = (r.get("claims") or {}).get("frozen")
+    if fc:
+        add(f"**Frozen (run {fc['run_id']}):** {fc['statement']}")
+        add("")
+    add(f"**Live:** {r['claim']['statement']}")
+    add("")
+    rows = r.get("frozen_comparison")
+    if rows:
+        add("## Frozen vs live (B − A)")
+        add("")
+        add("| metric | frozen | live | ratio (live/frozen) | |")
+        add("|---|---|---|---|---|")
+        for x in rows:
+            add(f"| {x['metric']} | {_f(x['frozen_difference'], signed=True)} | "
+                f"{_f(x['live_difference'], signed=True)} | {_f(x['ratio'], 2)} | {x['survival']} |")
+        add("")
+    elif r.get("frozen_comparison_note"):
+        add(f"_{r['frozen_comparison_note']}_")
+        add("")
+    add("## Live metrics")
+    add("")
+    add("| metric | n | A | B | B − A | 95% CI | p (Holm) |")
+    add("|---|---|---|---|---|---|---|")
+
+    def line(name, mm):
+        if not mm:
+            return
+        ci = "n/a" if mm.get("ci_low") is None else f"[{_f(mm['ci_low'])}, {_f(mm['ci_high'])}]"
+        add(f"| {name} | {mm.get('n')} | {_f(mm.get('a'))} | {_f(mm.get('b'))} | "
+            f"{_f(mm.get('difference'), signed=True)} | {ci} | {_f(mm.get('p_value'))} "
+            f"({_f(mm.get('p_holm'))}) |")
+    line("pairwise (win rate)", m.get("pairwise"))
+    for k in ("faithfulness", "coverage", "quality", "relevance"):
+        line(k, m.get(k))
+    ab = m.get("abstention") or {}
+    line("refusals, answerable", ab.get("answerable"))
+    line("refusals, out of scope", ab.get("unanswerable"))
+    retr = m.get("retrieval") or {}
+    line("context precision", retr.get("context_precision"))
+    line("context recall", retr.get("context_recall"))
+    add("")
+    cp = retr.get("context_precision") or {}
+    add(f"Retrieval metrics exclude {cp.get('n_excluded_no_relevant_ids', 0)} question(s) without "
+        f"relevant_chunk_ids; A and B retrieved the same chunks for "
+        f"{_f(retr.get('same_retrieval_share'), 2)} of questions.")
+    ca = (m.get("checks") or {}).get("citation_accuracy") or {}
+    if ca.get("n"):
+        add(f"Citation accuracy (expected citations all cited): A {_f(ca.get('pass_rate_a'))}, "
+            f"B {_f(ca.get('pass_rate_b'))} over {ca['n']} question(s).")
+    lat = m.get("latency") or {}
+    add(f"Latency ({', '.join(lat.get('latency_kind') or []) or 'n/a'}): p50 A "
+        f"{_f(lat.get('p50_ms_a'), 0)} ms, p95 A {_f(lat.get('p95_ms_a'), 0)} ms; p50 B "
+        f"{_f(lat.get('p50_ms_b'), 0)} ms, p95 B {_f(lat.get('p95_ms_b'), 0)} ms.")
+    add("")
+    g = r.get("gate") or {}
+    if g:
+        add(f"## Gate: **{g['decision']}**")
+        add("")
+        for rule in g["rules"]:
+            add(f"- {rule['status']}: {rule['name']} = {_f(rule['value'])} (threshold "
+                f"{rule['threshold']})" + (f" — {rule['note']}" if rule.get("note") else ""))
+        for reason in g.get("reasons", []):
+            add(f"- reason: {reason}")
+        add("")
+    if r["incidents"]:
+        add("## Hallucination incidents")
+        add("")
+        for i in r["incidents"]:
+            add(f"- {i['case_id']} ({i['variant']}): faithfulness {_f(i['faithfulness'])} — "
+                f"{_cell(i['answer'])}")
+        add("")
+    add("## Per question")
+    add("")
+    add("| id | finished | retrieved A | retrieved B | latency A | latency B | answer B |")
+    add("|---|---|---|---|---|---|---|")
+    for row in r["per_case"]:
+        add(f"| {row['case_id']} | {_f(row['finished'])} | {_cell(', '.join(row['retrieved_a']), 60)} | "
+            f"{_cell(', '.join(row['retrieved_b']), 60)} | {_f(row['latency_ms_a'], 0)} | "
+            f"{_f(row['latency_ms_b'], 0)} | {_cell(row['answer_b'], 80)} |")
+    add("")
+    return "\n".join(L)
+
+
+def render_live(report: dict, fmt: str) -> str:
+    """md, json or html (the Markdown in a minimal page) for a live report."""
+    if fmt == "json":
+        return json.dumps(report, indent=2, default=str) + "\n"
+    md = render_live_markdown(report)
+    if fmt == "md":
+        return md
+    if fmt == "html":
+        import html
+
+        return ("<!doctype html><meta charset='utf-8'><title>abtest live report "
+                f"{html.escape(report['run_id'])}</title><pre style='white-space:pre-wrap'>"
+                f"{html.escape(md)}</pre>\n")
+    raise ValueError(f"unknown report format {fmt!r}")
