@@ -57,6 +57,7 @@ _TEMPORAL = re.compile(r"\b(1[5-9]\d\d|20\d\d|january|february|march|april|may|j
                        r"deadline|until|before|after|since|effective|expire[sd]?|version)\b", re.I)
 _EDGE = re.compile(r"\b(except|unless|only|not|never|no longer|must|at least|at most|maximum|"
                    r"minimum|if|however|excluding|limit)\b|\d", re.I)
+SAMPLING_ORDER = ("temporal", "edge", "multi_chunk", "factual", "out_of_scope")
 REFUSAL_ANSWER = "I don't know based on the provided documents."
 
 
@@ -345,6 +346,7 @@ class _Sampler:
         self.chunks = chunks
         self.rng = rng
         self.used = set(used)
+        self.hinted: set[str] = set()
         self.by_doc: dict[str, list[DocChunk]] = {}
         for c in chunks:
             self.by_doc.setdefault(c.doc, []).append(c)
@@ -359,9 +361,12 @@ class _Sampler:
     def take(self, category: str) -> list[DocChunk]:
         if category == "multi_chunk":
             picked = self._take_pair()
-        elif category == "out_of_scope":
-            ranked = self._rank(self.chunks, None)
-            picked = ranked[:2]
+        elif category == "out_of_scope":  # a topic hint only: varied, but uses up no chunk
+            pool = self.chunks[:]
+            self.rng.shuffle(pool)
+            pool.sort(key=lambda c: (c.id in self.hinted, len(c.text.split()) < MIN_WORDS))
+            self.hinted.update(c.id for c in pool[:2])
+            return pool[:2]
         else:
             prefer = {"temporal": lambda c: bool(_TEMPORAL.search(c.text)),
                       "edge": lambda c: bool(_EDGE.search(c.text))}.get(category)
@@ -505,7 +510,10 @@ def draft_golden(lc, docs: str | os.PathLike, out: str | os.PathLike, *, n: int 
                 todo = [i for i in range(len(slots)) if i not in filled]
                 if not todo:
                     break
-                plans = [(i, slots[i], sampler.take(slots[i])) for i in todo]  # seeded, in order
+                # seeded and in a fixed order; the categories with the narrowest needs pick first
+                shown = {i: sampler.take(slots[i])
+                         for i in sorted(todo, key=lambda i: (SAMPLING_ORDER.index(slots[i]), i))}
+                plans = [(i, slots[i], shown[i]) for i in todo]
                 futures = [pool.submit(ask, i, cat, shown, attempt) for i, cat, shown in plans]
                 for (i, cat, shown), fut in zip(plans, futures):
                     call = fut.result()

@@ -247,11 +247,11 @@ def _check_candidate(text: str, path_dir: Path, required_vars: set[str]) -> str 
     return None
 
 
-def _ask(gateway, spec, messages: list[dict], *, purpose: str, run_id: str):
+def _ask(gateway, spec, messages: list[dict], *, purpose: str, run_id: str, max_tokens: int):
     from .judges.common import json_schema_format, parse_json_model
 
     res = gateway.complete(spec, messages, purpose=purpose, case_id=run_id,
-                           response_format=json_schema_format(Suggestion))
+                           response_format=json_schema_format(Suggestion), max_tokens=max_tokens)
     if not res.ok:
         raise IncompleteError(f"suggestion model {spec.model} failed: {res.error}")
     value, err = parse_json_model(res.content, Suggestion)
@@ -305,12 +305,16 @@ def suggest_edits(lc, store, run_id: str, *, variant: str = "B", out: str | os.P
         progress(f"asking {spec.model} for edits to variant {side} ({base.name}) of run {run_id}")
     base_data = read_yaml(base_path)
     required = _template_vars(base.variant.system) | _template_vars(base.variant.user)
+    # room for both full templates in the reply (about 3 characters a token), never less
+    # than the configured budget
+    budget = max(spec.max_tokens,
+                 min((len(base.variant.system) + len(base.variant.user)) // 3 + 400, 8000))
     problem = None
     text = ""
     value = None
     for attempt in range(2):  # the first reply, then one repair
         raw, value, err = _ask(gateway, spec, messages, purpose="suggest" + (":repair" if attempt else ""),
-                               run_id=run_id)
+                               run_id=run_id, max_tokens=budget)
         if value is None:
             problem = f"reply was not valid ({err})"
         else:

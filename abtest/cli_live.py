@@ -1,0 +1,153 @@
+"""`abtest live` and `abtest serve-demo` (registered on the main group by abtest/cli.py).
+
+Only click at module level, so `abtest --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import click
+
+
+def _progress(msg: str) -> None:
+    click.echo(f"abtest: {msg}", err=True)
+
+
+def _config_path(ctx: click.Context):
+    obj = ctx.find_root().obj if ctx.find_root().obj is not None else ctx.obj
+    return (obj or {}).get("config")
+
+
+def _fail(exc) -> None:
+    """Map library errors to DESIGN.md exit codes (also when run outside the main group)."""
+    import os
+    import sys
+
+    from .errors import IncompleteError, UserError
+
+    if os.environ.get("ABTEST_DEBUG") == "1":
+        raise exc
+    if isinstance(exc, UserError):
+        click.echo(f"abtest: error: {exc.line()}", err=True)
+        sys.exit(2)
+    if isinstance(exc, IncompleteError):
+        click.echo(f"abtest: {exc}", err=True)
+        sys.exit(3)
+    raise exc
+
+
+@click.command("live")
+@click.option("--golden", required=True, type=click.Path(dir_okay=False),
+              help="Golden questions (JSONL or JSON) with relevant_chunk_ids / expected_citations.")
+@click.option("--a", "a_target", required=True,
+              help="Target A: http(s)://host[:port] (POST {endpoint}/chat) or python:pkg.module:fn.")
+@click.option("--b", "b_target", required=True, help="Target B (same forms).")
+@click.option("--frozen-run", default=None, help="Frozen run to report beside (how much survived).")
+@click.option("--run-id", default=None)
+@click.option("--resume", is_flag=True, help="Continue --run-id; answered items are not asked again.")
+@click.option("--a-name", default=None, help="Label for A [the version A reports, else 'A'].")
+@click.option("--b-name", default=None, help="Label for B [the version B reports, else 'B'].")
+@click.option("--retriever", "retriever_label", default=None,
+              help="Name of the live retriever, for the end-to-end claim.")
+@click.option("--corpus-version", default=None, help="Corpus version the live system serves.")
+@click.option("--auth-env", default=None,
+              help="Environment variable holding the endpoint key (sent as Authorization: Bearer).")
+@click.option("--auth-header", default="Authorization", show_default=True)
+@click.option("--auth-scheme", default="Bearer", show_default=True)
+@click.option("--chat-path", default="/chat", show_default=True, help="Path appended to an http target.")
+@click.option("--request-template", default=None,
+              help='JSON body with {question} {index} {id} {conversation_id} {variant}, or @FILE '
+                   '[{"message": "{question}", "conversationId": "{conversation_id}"}].')
+@click.option("--answer-path", default="answer", show_default=True)
+@click.option("--chunks-path", default="chunks", show_default=True)
+@click.option("--chunk-id-field", default="id", show_default=True)
+@click.option("--chunk-text-field", default="text", show_default=True)
+@click.option("--chunk-score-field", default="score", show_default=True)
+@click.option("--scores-path", default=None, help="A separate score list aligned with the chunks.")
+@click.option("--version-path", default="version", show_default=True,
+              help="Assistant version in the reply (else the X-Assistant-Version header).")
+@click.option("--delta-path", default="delta", show_default=True,
+              help="Text delta in a streamed (text/event-stream) event.")
+@click.option("--stream", is_flag=True, help='Ask for a stream ("stream": true in the default body); '
+              "latency is then time to first token.")
+@click.option("--timeout", "timeout_s", default=30.0, show_default=True, help="Seconds per call.")
+@click.option("--retries", default=3, show_default=True, help="Retries on 429/5xx/connection errors.")
+@click.option("--backoff", "backoff_s", default=0.5, show_default=True,
+              help="First retry delay in seconds (doubles, with jitter).")
+@click.option("--citation-pattern", default=None,
+              help=r"Regex for citations in answers [\[([^\[\]]+)\]].")
+@click.pass_context
+def live(ctx, golden, a_target, b_target, frozen_run, run_id, resume, a_name, b_name,
+         retriever_label, corpus_version, auth_env, auth_header, auth_scheme, chat_path,
+         request_template, answer_path, chunks_path, chunk_id_field, chunk_text_field,
+         chunk_score_field, scores_path, version_path, delta_path, stream, timeout_s, retries,
+         backoff_s, citation_pattern):
+    """End-to-end confirmation: ask live assistants A and B every golden question, judge.
+
+    Prints the run id on stdout (progress on stderr); `abtest report RUN_ID` and
+    `abtest gate RUN_ID` then work on it. Exit 3 when a target stops answering.
+    """
+    import sys
+    from pathlib import Path
+
+    from .config import load_config
+    from .errors import IncompleteError, UserError
+    from .live import LiveIncomplete, TargetOptions, run_live
+
+    try:
+        lc = load_config(_config_path(ctx))
+        tpl = request_template
+        if tpl and tpl.startswith("@"):
+            p = Path(tpl[1:])
+            try:
+                tpl = p.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise UserError(f"cannot read request template ({exc.strerror})", file=str(p)) from None
+        opts = TargetOptions(
+            chat_path=chat_path, request_template=tpl, answer_path=answer_path,
+            chunks_path=chunks_path, chunk_id_field=chunk_id_field or None,
+            chunk_text_field=chunk_text_field, chunk_score_field=chunk_score_field or None,
+            scores_path=scores_path, version_path=version_path or None, delta_path=delta_path,
+            stream=stream, auth_env=auth_env, auth_header=auth_header, auth_scheme=auth_scheme,
+            timeout_s=timeout_s, retries=retries, backoff_s=backoff_s)
+        res = run_live(lc, golden, a_target, b_target, frozen_run=frozen_run, options=opts,
+                       run_id=run_id, resume=resume, a_name=a_name, b_name=b_name,
+                       retriever_label=retriever_label, corpus_version=corpus_version,
+                       citation_pattern=citation_pattern, progress=_progress)
+    except LiveIncomplete as exc:
+        click.echo(exc.run_id)
+        _progress(str(exc))
+        _progress(f"report: abtest report {exc.run_id}; finish later with `abtest live … "
+                  f"--run-id {exc.run_id} --resume`")
+        sys.exit(3)
+    except (UserError, IncompleteError) as exc:
+        _fail(exc)
+        return
+    _progress(f"{res.status}: {res.n_items} answers from {res.n_cases} questions, "
+              f"{res.seconds:.1f} s; report: abtest report {res.run_id}")
+    click.echo(res.run_id)
+    if res.status != "complete":
+        _progress(f"incomplete: unfinished questions: {', '.join(res.unfinished[:20])}"
+                  + (f" ({res.judge_errors[0][:120]})" if res.judge_errors else ""))
+        sys.exit(3)
+
+
+@click.command("serve-demo")
+@click.option("--index", "index_path", required=True, type=click.Path(dir_okay=False),
+              help="Index built by `abtest index`.")
+@click.option("--variant", required=True, type=click.Path(dir_okay=False), help="Prompt variant YAML.")
+@click.option("--model", default="local/smollm2", show_default=True)
+@click.option("--k", default=3, show_default=True)
+@click.option("--port", default=0, show_default=True, help="0 = any free port (on 127.0.0.1).")
+@click.option("--max-seconds", default=600.0, show_default=True, help="Lifetime; 0 = unbounded.")
+@click.option("--max-requests", default=None, type=int, help="Close after this many answers.")
+def serve_demo(index_path, variant, model, k, port, max_seconds, max_requests):
+    """A demo chat assistant (one variant) over the local index, as a target for `abtest live`."""
+    argv = ["--index", index_path, "--variant", variant, "--model", model, "--k", str(k),
+            "--port", str(port), "--max-seconds", str(max_seconds)]
+    if max_requests is not None:
+        argv += ["--max-requests", str(max_requests)]
+    import sys
+
+    from .demo_server import main
+
+    sys.exit(main(argv))
