@@ -138,7 +138,8 @@ def history_table(rows: list[dict]) -> str:
             f"{f['difference']:+.3f}" if f and f.get("difference") is not None else "—",
             status])
     return tabulate(table, headers=["run", "date (UTC)", "fixture", "A", "B", "generator", "judge",
-                                    "git", "B W/L/T", "p", "Δfaith", "status"])
+                                    "git", "B W/L/T", "p", "Δfaith", "status"],
+                    disable_numparse=True)
 
 
 def _model(m: dict) -> str:
@@ -209,7 +210,8 @@ def compare_table(cmp: dict, *, changed_only: bool = False) -> str:
             f" W/L/T {r1['pairwise']['b_wins']}/{r1['pairwise']['a_wins']}/{r1['pairwise']['ties']}",
             f"run 2 {r2['run_id']}: B {r2['variants']['b']['name']}@{_short(r2['variants']['b']['sha256'])}"
             f" W/L/T {r2['pairwise']['b_wins']}/{r2['pairwise']['a_wins']}/{r2['pairwise']['ties']}"]
-    body = tabulate(rows, headers=["", "case", "run 1", "run 2", "faith B 1", "faith B 2"]) if rows \
+    body = tabulate(rows, headers=["", "case", "run 1", "run 2", "faith B 1", "faith B 2"],
+                    disable_numparse=True) if rows \
         else "(no case changed)"
     tail = (f"flipped: {len(cmp['flipped'])} of {cmp['n_cases']}"
             + (f" ({', '.join(cmp['flipped'])})" if cmp["flipped"] else ""))

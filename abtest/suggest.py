@@ -298,7 +298,8 @@ def suggest_edits(lc, store, run_id: str, *, variant: str = "B", out: str | os.P
                           max_retries=lc.config.max_retries, backoff_base_s=lc.config.retry_backoff_s)
     # The templates are the text being edited: sent as written (their <tags> must survive);
     # only the evaluation data, which holds model answers, is neutralised.
-    content = Template(prompt.text).substitute(system=base.variant.system, user=base.variant.user,
+    content = Template(prompt.text).substitute(system=base.variant.system.rstrip("\n"),
+                                               user=base.variant.user.rstrip("\n"),
                                                results=neutralise(results_text(report, side)))
     messages = [{"role": "user", "content": content}]
     if progress:

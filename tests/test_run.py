@@ -272,3 +272,12 @@ def test_model_comparison_leaderboard(project, brain):
 def test_b_required_without_models(project, brain):
     code, _, err = invoke("run", "--fixture", "fixtures/small", "--a", "variants/a.yaml")
     assert code == 2 and "--b is required" in err
+
+
+def test_checks_metric_has_paired_difference(project, brain):
+    run_id = run_ok()
+    rep = json.loads(invoke("report", run_id, "--format", "json")[1])
+    ca = rep["metrics"]["checks"]["citation_accuracy"]
+    # q1, q2 have expected citations: A never cites, B cites both → B − A = +1.0
+    assert (ca["a"], ca["b"], ca["difference"]) == (0.0, 1.0, 1.0)
+    assert ca["ci_low"] is not None and ca["ci_low"] <= 1.0 <= ca["ci_high"] + 1e-9

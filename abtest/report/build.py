@@ -287,9 +287,15 @@ def build_report(store, run_id: str, config=None) -> dict:
     chk = {}
     for name, s in table.items():
         d = s.model_dump()
+        d.update({"metric": f"check:{name}", "a": s.pass_rate_a, "b": s.pass_rate_b,
+                  "difference": None, "ci_low": None, "ci_high": None})
         if s.n:
             m = stats.mcnemar(s.n10, s.n01, method="midp")
-            d.update({"test": "mcnemar_midp", "p_value": m.p_value})
+            # pass-rate difference B − A: B is the first condition of the paired table
+            ci = stats.paired_proportion_diff_ci(s.n11, s.n01, s.n10, s.n00, method="tango",
+                                                 conf_level=1 - alpha)
+            d.update({"test": "mcnemar_midp", "p_value": m.p_value, "difference": ci.estimate,
+                      "ci_low": ci.ci_low, "ci_high": ci.ci_high, "ci_method": "Tango score"})
         else:
             d.update({"test": None, "p_value": None})
         chk[name] = d

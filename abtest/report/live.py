@@ -244,6 +244,13 @@ def live_claim(report: dict, cfg, frozen: dict | None) -> dict:
                            f"{c['difference']:+.3f}, margin {cfg.noninferiority_margin}")
     elif c is None:
         reasons.append("coverage was not measured (no key points or reference answers)")
+    ab = (m.get("abstention") or {}).get("answerable") or {}
+    ni = ab.get("noninferiority")
+    if ni and not ni.get("holds"):
+        rose = (ab.get("difference") or 0) > 0
+        reasons.append(f"answerable refusals {'rose' if rose else 'not shown not to rise'}: B − A = "
+                       f"{_fmt(ab.get('difference'))}, 90% upper limit {_fmt(ni.get('upper_90'))} ≥ "
+                       f"margin {ni['margin']}")
     val = report["judge_validation"]
     if not val["validated"]:
         fv = (frozen or {}).get("judge_validation") or {}

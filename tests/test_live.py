@@ -1,0 +1,296 @@
+"""`abtest live` end to end against real HTTP demo servers on loopback (fake model + judge)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from abtest.cli_live import live
+from fakes import Brain, install
+
+CORPUS = [
+    {"id": "c1", "text": "Normandy is a region in France."},
+    {"id": "c2", "text": "Rollo was a Viking leader who founded Normandy."},
+    {"id": "c3", "text": "The Normans spoke French."},
+    {"id": "c4", "text": "Paris is the capital of France."},
+]
+GOLDEN = [
+    {"id": "q1", "question": "Where is Normandy?", "reference_answer": "France",
+     "relevant_chunk_ids": ["c1"], "expected_citations": ["c1"]},
+    {"id": "q2", "question": "Who was Rollo?", "key_points": ["Rollo was a Viking leader"],
+     "relevant_chunk_ids": ["c2"], "expected_citations": ["c2"]},
+    {"id": "q3", "question": "What language did the Normans speak?", "reference_answer": "French",
+     "relevant_chunk_ids": ["c3", "c4"]},
+    {"id": "q4", "question": "What is the capital of Mars?", "answerable": False,
+     "category": "out_of_scope"},
+]
+# BM25 over CORPUS with k=2 (content words of each question, OR-ed):
+#   q1 "normandy" -> c1, c2 (c1 shorter, ranks first); q2 "rollo" -> c2;
+#   q3 "language normans speak" -> c3; q4 "capital mars" -> c4
+RETRIEVED = {"q1": ["c1", "c2"], "q2": ["c2"], "q3": ["c3"], "q4": ["c4"]}
+# precision: q1 1/2, q2 1/1, q3 1/1 -> 5/6; recall: q1 1/1, q2 1/1, q3 1/2 -> 5/6; q4 excluded
+HAND_PRECISION = (0.5 + 1 + 1) / 3
+HAND_RECALL = (1 + 1 + 0.5) / 3
+
+
+@pytest.fixture
+def brain():
+    return install(Brain())
+
+
+@pytest.fixture
+def live_project(project, brain):
+    from abtest.retrieval.index import build_index
+
+    Path("corpus.jsonl").write_text("\n".join(json.dumps(c) for c in CORPUS) + "\n")
+    build_index("corpus.jsonl", "results/index.duckdb")
+    Path("golden.jsonl").write_text("\n".join(json.dumps(q) for q in GOLDEN) + "\n")
+    return project
+
+
+def servers(**kw_a):
+    from abtest.demo_server import DemoChatServer
+
+    a = DemoChatServer("results/index.duckdb", "variants/a.yaml", model="fake/gen", k=2, **kw_a)
+    b = DemoChatServer("results/index.duckdb", "variants/b.yaml", model="fake/gen", k=2)
+    return a, b
+
+
+def invoke_live(*args):
+    r = CliRunner().invoke(live, ["--retries", "1", "--backoff", "0.01", *args],
+                           catch_exceptions=False)
+    return r.exit_code, r.stdout, r.stderr
+
+
+def open_store():
+    from abtest.config import load_config
+    from abtest.store import Store
+
+    return Store(load_config().store_path)
+
+
+def frozen_run_id():
+    from abtest.config import load_config
+    from abtest.runner import run
+
+    res = run(load_config(), "fixtures/small", "variants/a.yaml", "variants/b.yaml")
+    assert res.status == "complete"
+    return res.run_id
+
+
+def test_live_captures_scores_and_reports_beside_frozen(live_project, brain):
+    from abtest.gate import evaluate_gate
+    from abtest.models import Gates
+    from abtest.report.live import build_live_report, render_live_markdown
+
+    fid = frozen_run_id()
+    a, b = servers()
+    with a, b:
+        code, out, err = invoke_live("--golden", "golden.jsonl", "--a", a.url, "--b", b.url,
+                                     "--frozen-run", fid, "--retriever", "bm25@k=2",
+                                     "--corpus-version", "tiny-v1")
+    assert code == 0, err
+    run_id = out.strip().splitlines()[-1]
+    assert "[4/4] q4 B" in err  # progress on stderr, run id alone on stdout
+    with open_store() as s:
+        run = s.get_run(run_id)
+        items = {(r["case_id"], r["variant"]): r for r in s.live_items(run_id)}
+        rep = build_live_report(s, run_id)
+    assert run["kind"] == "live" and run["status"] == "complete"
+    assert len(items) == 8
+    for (cid, v), it in items.items():
+        chunks = json.loads(it["retrieved_json"])
+        assert [c["id"] for c in chunks] == RETRIEVED[cid]
+        assert [c["text"] for c in chunks] == [next(x["text"] for x in CORPUS if x["id"] == i)
+                                               for i in RETRIEVED[cid]]
+        scores = json.loads(it["scores_json"])
+        assert len(scores) == len(chunks) and all(isinstance(x, float) and x > 0 for x in scores)
+        assert scores == sorted(scores, reverse=True)
+        assert it["latency_ms"] > 0 and it["latency_kind"] == "total" and it["error"] is None
+        assert it["assistant_version"].startswith("plain@" if v == "A" else "grounded@")
+    # the fake model: grounded cites the first retrieved chunk, plain does not
+    assert items[("q1", "B")]["answer"] == "Normandy is a region in France. [c1]"
+    assert items[("q1", "A")]["answer"] == "Normandy is a region in France."
+    assert items[("q4", "B")]["answer"].startswith("I don't know")
+
+    # the report keeps the frozen report's top-level keys
+    for key in ("schema_version", "run_id", "kind", "status", "n_cases", "metrics", "claim",
+                "incidents", "per_case", "gate", "frozen_comparison"):
+        assert key in rep, key
+    assert rep["kind"] == "live" and rep["status"] == "complete" and rep["n_cases"] == 4
+    m = rep["metrics"]
+    for k in ("pairwise", "faithfulness", "coverage", "abstention", "checks", "retrieval", "latency"):
+        assert k in m, k
+    for k in ("context_precision", "context_recall"):
+        assert m["retrieval"][k]["n_excluded_no_relevant_ids"] == 1
+        assert m["retrieval"][k]["excluded_no_relevant_ids"] == ["q4"]
+    assert m["retrieval"]["context_precision"]["a"] == pytest.approx(HAND_PRECISION)
+    assert m["retrieval"]["context_precision"]["b"] == pytest.approx(HAND_PRECISION)
+    assert m["retrieval"]["context_recall"]["b"] == pytest.approx(HAND_RECALL)
+    assert m["retrieval"]["context_recall"]["difference"] == pytest.approx(0.0)
+    lat = m["latency"]
+    bl = sorted(items[(c, "B")]["latency_ms"] for c in RETRIEVED)
+    assert lat["p50_ms_b"] == pytest.approx((bl[1] + bl[2]) / 2)
+    assert bl[2] <= lat["p95_ms_b"] <= bl[3] and lat["p95_ms_a"] >= lat["p50_ms_a"] > 0
+    assert m["abstention"]["unanswerable"]["b"] == 1.0 and m["abstention"]["unanswerable"]["a"] == 0.0
+    ca = m["checks"]["citation_accuracy"]
+    assert (ca["n"], ca["pass_rate_a"], ca["pass_rate_b"]) == (2, 0.0, 1.0)
+    assert (m["pairwise"]["b_wins"], m["pairwise"]["a_wins"], m["pairwise"]["no_preference"]) == (3, 0, 1)
+    assert [i["case_id"] + i["variant"] for i in rep["incidents"]] == ["q4A"]
+
+    # two separate claim sentences, the frozen one taken from the frozen run's report
+    frozen_c, live_c = rep["claims"]["frozen"], rep["claims"]["live"]
+    assert frozen_c["run_id"] == fid and frozen_c["statement"].startswith("Given these contexts")
+    assert live_c["statement"].startswith("End to end, with retriever bm25@k=2 on corpus tiny-v1")
+    assert rep["claim"] is live_c and frozen_c["statement"] != live_c["statement"]
+    rows = {r["metric"]: r for r in rep["frozen_comparison"]}
+    pw = rows["pairwise"]
+    assert pw["frozen_difference"] == pytest.approx(0.75) and pw["live_difference"] == pytest.approx(0.75)
+    assert pw["ratio"] == pytest.approx(1.0) and pw["survival"] == "survived"
+    assert rows["abstention_unanswerable"]["ratio"] == pytest.approx(1.0)
+    assert rows["faithfulness"]["ratio"] is None  # no frozen effect: no ratio is invented
+    md = render_live_markdown(rep)
+    assert "Given these contexts" in md and "End to end, with retriever" in md
+    assert "Frozen vs live" in md
+
+    # the gate reads the live-only metrics
+    assert rep["gate"]["decision"] == "PASS" and rep["gate"]["exit_code"] == 0
+    rules = {r["name"]: r for r in rep["gate"]["rules"]}
+    assert rules["context_precision"]["status"] == "pass"
+    assert rules["p95_latency_ms"]["status"] == "pass"
+    strict = evaluate_gate(rep, Gates(context_recall=0.9))
+    assert strict["decision"] == "FAIL" and strict["exit_code"] == 1
+
+
+def test_streamed_answers_measure_time_to_first_token(live_project, brain):
+    a, b = servers()
+    with a, b:
+        code, out, err = invoke_live("--golden", "golden.jsonl", "--a", a.url, "--b", b.url,
+                                     "--stream")
+    assert code == 0, err
+    with open_store() as s:
+        items = {(r["case_id"], r["variant"]): r for r in s.live_items(out.strip())}
+    assert {it["latency_kind"] for it in items.values()} == {"ttft"}
+    assert items[("q2", "B")]["answer"] == "Rollo was a Viking leader who founded Normandy. [c2]"
+    assert [c["id"] for c in json.loads(items[("q1", "A")]["retrieved_json"])] == ["c1", "c2"]
+
+
+def test_endpoint_stopped_mid_run_saves_finished_and_exits_3(live_project, brain):
+    from abtest.report.live import build_live_report
+
+    a, b = servers(max_requests=3)  # A answers q1..q3, then closes its socket
+    with a, b:
+        code, out, err = invoke_live("--golden", "golden.jsonl", "--a", a.url, "--b", b.url)
+    assert code == 3, err
+    assert "incomplete — endpoint unreachable" in err
+    run_id = out.strip().splitlines()[-1]
+    with open_store() as s:
+        items = {(r["case_id"], r["variant"]): r for r in s.live_items(run_id)}
+        judged = {j["case_id"] for j in s.judgments(run_id)}
+        checked = {c["case_id"] for c in s.checks(run_id)}
+        run = s.get_run(run_id)
+        rep = build_live_report(s, run_id)
+    ok = {k for k, r in items.items() if r["error"] is None}
+    assert ok == {(c, v) for c in ("q1", "q2", "q3") for v in "AB"}
+    assert items[("q4", "A")]["answer"] is None and "unreachable" in items[("q4", "A")]["error"]
+    assert ("q4", "B") not in items  # never asked: nothing fabricated
+    assert judged == checked == {"q1", "q2", "q3"}  # finished questions scored, q4 not
+    assert run["status"] == "incomplete"
+    assert rep["status"] == "incomplete" and rep["unfinished_cases"] == ["q4"]
+    assert rep["n_finished"] == 3 and "endpoint unreachable" in rep["incomplete_reason"]
+    assert rep["metrics"]["abstention"]["unanswerable"]["n"] == 0  # q4 is not estimated
+    assert rep["gate"]["decision"] == "INCOMPLETE" and rep["gate"]["exit_code"] == 3
+    assert rep["claim"]["licensed"] is False and "incomplete live run" in rep["claim"]["statement"]
+    q4 = next(r for r in rep["per_case"] if r["case_id"] == "q4")
+    assert q4["finished"] is False and "faithfulness_a" not in q4
+
+
+def test_python_pipeline_targets(live_project, brain, tmp_path, monkeypatch):
+    from abtest.config import load_config
+    from abtest.live import run_live
+    from abtest.report.live import build_live_report
+
+    mod = tmp_path / "pipes"
+    mod.mkdir()
+    (mod / "mypipe_live.py").write_text(
+        "CHUNKS = {'q': [{'id': 'c1', 'text': 'Normandy is a region in France.', 'score': 2.0},\n"
+        "                {'id': 'c4', 'text': 'Paris is the capital of France.', 'score': 0.5}]}\n"
+        "def plain(question):\n"
+        "    if 'Mars' in question:\n"
+        "        return ('Olympus City.', [], 'plain-1')\n"
+        "    return ('Normandy is a region in France.', CHUNKS['q'], 'plain-1')\n"
+        "def grounded(question, conversation_id=None):\n"
+        "    assert conversation_id.startswith('eval-')\n"
+        "    if 'Mars' in question:\n"
+        "        return {'answer': \"I don't know based on the provided documents.\", 'chunks': []}\n"
+        "    return {'answer': 'Normandy is a region in France. [c1]', 'chunks': CHUNKS['q'],\n"
+        "            'version': 'grounded-1'}\n")
+    monkeypatch.syspath_prepend(str(mod))
+    res = run_live(load_config(), "golden.jsonl", "python:mypipe_live:plain",
+                   "python:mypipe_live:grounded", corpus_version="v9")
+    assert res.status == "complete"
+    with open_store() as s:
+        items = {(r["case_id"], r["variant"]): r for r in s.live_items(res.run_id)}
+        rep = build_live_report(s, res.run_id)
+    assert items[("q1", "A")]["assistant_version"] == "plain-1"
+    assert items[("q1", "B")]["answer"].endswith("[c1]")
+    assert json.loads(items[("q2", "B")]["scores_json"]) == [2.0, 0.5]
+    assert json.loads(items[("q4", "B")]["retrieved_json"]) == []
+    assert all(it["latency_ms"] >= 0 for it in items.values())
+    # every answerable question retrieved [c1, c4]: q1 P=1/2 R=1; q2 P=0 R=0; q3 P=1/2 R=1/2
+    assert rep["metrics"]["retrieval"]["context_precision"]["b"] == pytest.approx((0.5 + 0 + 0.5) / 3)
+    assert rep["metrics"]["retrieval"]["context_recall"]["b"] == pytest.approx((1 + 0 + 0.5) / 3)
+    assert rep["claims"]["frozen"] is None and "frozen_comparison" not in rep
+    assert rep["claim"]["statement"].startswith("End to end, with retriever as deployed on corpus v9")
+
+
+def test_key_from_environment_is_sent_never_stored(live_project, brain, monkeypatch):
+    from abtest.demo_server import DemoChatServer
+
+    key = "sk-live-test-7f3a9c1e55"
+    monkeypatch.setenv("DEMO_CHAT_KEY", key)
+    kw = dict(model="fake/gen", k=2, auth_token=key)
+    a = DemoChatServer("results/index.duckdb", "variants/a.yaml", **kw)
+    b = DemoChatServer("results/index.duckdb", "variants/b.yaml", **kw)
+    with a, b:
+        code, out, err = invoke_live("--golden", "golden.jsonl", "--a", a.url, "--b", b.url)
+        assert code == 3 and "HTTP 401" in err  # no key: refused, stopped cleanly
+        code, out2, err2 = invoke_live("--golden", "golden.jsonl", "--a", a.url, "--b", b.url,
+                                       "--auth-env", "DEMO_CHAT_KEY")
+    assert code == 0, err2
+    assert key not in out + err + out2 + err2
+    from abtest.config import load_config
+
+    assert key.encode() not in Path(load_config().store_path).read_bytes()
+
+
+def test_bad_input_exits_2_and_writes_nothing(live_project, brain, monkeypatch):
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    for args, msg in (
+            (["--a", "ftp://x", "--b", "http://127.0.0.1:9"], "unknown target kind"),
+            (["--a", "http://127.0.0.1:9", "--b", "http://127.0.0.1:9", "--auth-env",
+              "NO_SUCH_KEY_VAR"], "NO_SUCH_KEY_VAR is not set"),
+            (["--a", "python:no_such_mod_xyz:f", "--b", "http://127.0.0.1:9"], "cannot import"),
+            (["--a", "http://127.0.0.1:9", "--b", "http://127.0.0.1:9", "--frozen-run", "nope"],
+             "no run 'nope'"),
+            (["--a", "http://127.0.0.1:9", "--b", "http://127.0.0.1:9", "--request-template",
+              "{not json"], "not valid JSON")):
+        code, out, err = invoke_live("--golden", "golden.jsonl", *args)
+        assert code == 2, (args, err)
+        assert msg in err and err.count("\n") == 1 and "Traceback" not in err
+    if os.path.exists("results/abtest.duckdb"):
+        with open_store() as s:
+            assert s.query("SELECT count(*) AS n FROM runs")[0]["n"] == 0
+
+
+def test_store_migration_adds_live_items(tmp_path):
+    from abtest.store import Store
+
+    with Store(tmp_path / "s.duckdb") as s:
+        names = [r["name"] for r in s.query("SELECT name FROM _abtest_migrations ORDER BY name")]
+        assert names[:2] == ["m001_initial", "m002_live"]
+        assert "live_items" in s.RUN_TABLES
