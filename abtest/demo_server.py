@@ -76,9 +76,13 @@ class DemoChatServer:
         self._timer: threading.Timer | None = None
         self._stopped = threading.Event()
         self._closed = False
+        self._closed_done = threading.Event()
         self._serving_thread: threading.Thread | None = None
         self.httpd = ThreadingHTTPServer((host, port), self._handler_class())
-        self.httpd.daemon_threads = True
+        # non-daemon handlers, joined on close: a generation in flight when the lifetime
+        # ends finishes cleanly instead of the native runtime aborting at interpreter exit
+        self.httpd.daemon_threads = False
+        self.httpd.block_on_close = True
 
     # -- lifecycle -----------------------------------------------------------
     @property
@@ -109,10 +113,12 @@ class DemoChatServer:
     def stop(self) -> None:
         """Stop serving and close the listening socket (new connections are refused)."""
         with self._lock:
-            if self._closed:
-                return
+            first = not self._closed
             self._closed = True
             self.closing = True
+        if not first:  # another thread is closing: return once it has finished
+            self._closed_done.wait()
+            return
         if self._timer is not None:
             self._timer.cancel()
         serving = self._serving_thread
@@ -124,6 +130,7 @@ class DemoChatServer:
             self.retriever.close()
         except Exception:
             pass
+        self._closed_done.set()
 
     def __enter__(self) -> "DemoChatServer":
         return self.start()

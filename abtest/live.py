@@ -39,6 +39,7 @@ import inspect
 import json
 import os
 import random
+import re
 import socket
 import sys
 import threading
@@ -58,6 +59,9 @@ Progress = Callable[[str], None]
 
 DEFAULT_TEMPLATE: dict[str, Any] = {"message": "{question}", "conversationId": "{conversation_id}"}
 VARIANTS = ("A", "B")
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+UNREACHABLE = "endpoint unreachable"      # connection, timeout, 429/5xx past the retries
+BAD_ANSWER = "endpoint answered badly"    # 4xx, not JSON, no answer at the configured path
 
 
 # --------------------------------------------------------------------------- targets
@@ -168,11 +172,12 @@ def _fill(template: Any, values: dict[str, Any]) -> Any:
     if isinstance(template, list):
         return [_fill(v, values) for v in template]
     if isinstance(template, str):
-        for name, val in values.items():
-            if template == "{" + name + "}":
-                return val
-        for name, val in values.items():
-            template = template.replace("{" + name + "}", str(val))
+        whole = _PLACEHOLDER.fullmatch(template)
+        if whole and whole.group(1) in values:
+            return values[whole.group(1)]
+        # one pass, so a question that itself contains "{id}" is not substituted again
+        return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values
+                                else m.group(0), template)
     return template
 
 
@@ -728,9 +733,9 @@ def _execute(lc, store, run_id, questions, records, targets, corpus_version, cit
             try:
                 ans = targets[v].ask(idx, q.id, q.question, v)
             except TargetError as exc:
-                store.put_live_item(_item_row(run_id, idx, q, v, error=exc.message,
+                kind = UNREACHABLE if exc.unreachable else BAD_ANSWER
+                store.put_live_item(_item_row(run_id, idx, q, v, error=f"{kind}: {exc.message}",
                                               attempts=exc.attempts))
-                kind = "endpoint unreachable" if exc.unreachable else "endpoint answered badly"
                 stopped = f"{kind}: {exc.message}"
                 say(f"[{idx}/{n}] {q.id} {v}: FAILED ({exc.message})")
                 break

@@ -75,11 +75,11 @@ def responder(body: dict):
         return json.dumps({"claims": ["Fact number 1 says that 1 is a number."]})
     if name == "claimverdicts":
         n = len(re.findall(r"^\d+\. ", _tag(prompt, "claims"), re.M))
-        return json.dumps({"verdicts": [{"claim": i + 1, "verdict": "supported", "chunk_id": None}
-                                        for i in range(n)]})
+        return json.dumps({"verdicts": {str(i + 1): {"verdict": "supported", "chunk_id": None}
+                                        for i in range(n)}})
     if name == "coverage":
         n = len(re.findall(r"^\d+\. ", _tag(prompt, "key_points"), re.M))
-        return json.dumps({"points": [{"point": i + 1, "covered": True} for i in range(n)]})
+        return json.dumps({"points": {str(i + 1): True for i in range(n)}})
     if name == "abstained":
         return json.dumps({"abstained": False})
     return json.dumps({"score": 0.8, "explanation": "ok"})

@@ -136,17 +136,17 @@ class Brain:
     def j_claimverdicts(self, prompt):
         ctx = _tag(prompt, "context")
         claims = re.findall(r"^(\d+)\. (.*)$", _tag(prompt, "claims"), re.M)
-        out = []
+        out = {}
         for num, claim in claims:
             m = re.search(rf"^\[([^\]]+)\] {re.escape(claim)}", ctx, re.M)
-            out.append({"claim": int(num), "verdict": "supported" if m else "not_in_context",
-                        "chunk_id": m.group(1) if m else None})
+            out[num] = {"verdict": "supported" if m else "not_in_context",
+                        "chunk_id": m.group(1) if m else None}
         return {"verdicts": out}
 
     def j_coverage(self, prompt):
         pts = re.findall(r"^(\d+)\. (.*)$", _tag(prompt, "key_points"), re.M)
         ans = _tag(prompt, "answer").lower()
-        return {"points": [{"point": int(n), "covered": p.lower().split()[0] in ans} for n, p in pts]}
+        return {"points": {n: p.lower().split()[0] in ans for n, p in pts}}
 
     def j_keypoints(self, prompt):
         return {"key_points": [_tag(prompt, "reference_answer")]}

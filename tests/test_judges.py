@@ -113,7 +113,7 @@ def test_support_must_point_at_a_real_chunk(tmp_path, brain):
 
     def override(messages, req):
         if (req.get("response_format") or {}).get("json_schema", {}).get("name") == "claimverdicts":
-            return {"verdicts": [{"claim": 1, "verdict": "supported", "chunk_id": "invented"}]}
+            return {"verdicts": {"1": {"verdict": "supported", "chunk_id": "invented"}}}
         return None
 
     brain.override = override

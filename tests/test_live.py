@@ -268,6 +268,64 @@ def test_key_from_environment_is_sent_never_stored(live_project, brain, monkeypa
     assert key.encode() not in Path(load_config().store_path).read_bytes()
 
 
+def test_custom_template_paths_and_retry_on_429(live_project, brain):
+    """A foreign API shape: template, dotted paths, header version; 429 then success."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[dict] = []
+    texts = {c["id"]: c["text"] for c in CORPUS}
+
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append({"path": self.path, "body": body})
+            if sum(1 for s in seen if s["body"] == body) == 1:  # first try of each question
+                self.send_response(429)
+                self.send_header("Retry-After", "0")
+                self.end_headers()
+                return
+            ids = RETRIEVED[body["case"]]
+            out = json.dumps({"data": {"text": "I don't know." if body["case"] == "q4" else
+                                       texts[ids[0]] + f" [{ids[0]}]",
+                                       "sources": [{"doc": i, "content": texts[i]} for i in ids],
+                                       "relevance": [0.9 - 0.1 * n for n in range(len(ids))]}})
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("X-Assistant-Version", "foreign-7")
+            self.end_headers()
+            self.wfile.write(out.encode())
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_address[1]}"
+    try:
+        code, out, err = invoke_live(
+            "--golden", "golden.jsonl", "--a", url, "--b", url, "--chat-path", "/api/ask",
+            "--request-template", '{"q": "{question}", "case": "{id}", "n": "{index}", "v": "{variant}"}',
+            "--answer-path", "data.text", "--chunks-path", "data.sources",
+            "--chunk-id-field", "doc", "--chunk-text-field", "content",
+            "--scores-path", "data.relevance")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert code == 0, err
+    assert {s["path"] for s in seen} == {"/api/ask"}
+    assert seen[0]["body"] == {"q": "Where is Normandy?", "case": "q1", "n": 1, "v": "A"}
+    assert len(seen) == 16  # every item: one 429, then the answer
+    with open_store() as s:
+        items = {(r["case_id"], r["variant"]): r for r in s.live_items(out.strip())}
+    it = items[("q1", "B")]
+    assert all(r["attempts"] == 2 for r in items.values())
+    assert it["assistant_version"] == "foreign-7"
+    assert [c["id"] for c in json.loads(it["retrieved_json"])] == ["c1", "c2"]
+    assert json.loads(it["scores_json"]) == pytest.approx([0.9, 0.8])
+    assert it["answer"] == "Normandy is a region in France. [c1]"
+
+
 def test_bad_input_exits_2_and_writes_nothing(live_project, brain, monkeypatch):
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
     for args, msg in (

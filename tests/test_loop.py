@@ -262,7 +262,7 @@ def test_suggest_writes_valid_variant_and_prints_diff(project, brain):
         seen["prompt"] = prompt
         system = re.search(r"<current_system>\n(.*?)\n</current_system>", prompt, re.S).group(1)
         user = re.search(r"<current_user>\n(.*?)\n</current_user>", prompt, re.S).group(1)
-        return {"system": system + "Keep answers under 80 words.\n", "user": user,
+        return {"system": system + "\nKeep answers under 80 words.", "user": user,
                 "edits": ["added a length limit (formatting drift)"], "rationale": "small fix"}
     brain.override = override
     before = Path("variants/b.yaml").read_text()

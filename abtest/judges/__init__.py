@@ -11,8 +11,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from ..models import Case
-from .common import (ask_json, context_block, exact_list_schema, load_prompt,  # noqa: F401
-                     neutralise, to_json)
+from .common import (ask_json, context_block, load_prompt, neutralise,  # noqa: F401
+                     numbered_schema, to_json)
 
 
 class PairwiseVerdict(BaseModel):
@@ -22,18 +22,35 @@ class PairwiseVerdict(BaseModel):
 
 
 class Claims(BaseModel):
-    claims: list[str] = Field(json_schema_extra={"maxItems": 6, "items": {"type": "string",
-                                                                          "maxLength": 200}})
+    claims: list[str] = Field(json_schema_extra={"maxItems": 5, "items": {"type": "string",
+                                                                          "maxLength": 160}})
 
 
-class ClaimVerdict(BaseModel):
-    claim: int
+class Verdict(BaseModel):
     verdict: Literal["supported", "contradicted", "not_in_context"]
-    chunk_id: str | None = Field(default=None, json_schema_extra={"maxLength": 120})
+    chunk_id: str | None = None
+
+
+class ClaimVerdict(Verdict):
+    claim: int
 
 
 class ClaimVerdicts(BaseModel):
-    verdicts: list[ClaimVerdict] = Field(json_schema_extra={"maxItems": 12})
+    """{"verdicts": {"1": {...}, "2": {...}}}; a list with claim numbers is accepted too."""
+
+    verdicts: dict[str, Verdict] | list[ClaimVerdict]
+
+    def by_number(self) -> dict[int, Verdict]:
+        if isinstance(self.verdicts, dict):
+            return {int(k): v for k, v in self.verdicts.items() if k.strip().isdigit()}
+        return {v.claim: v for v in self.verdicts}
+
+
+def verdict_item(chunk_ids: list[str]) -> dict:
+    """One claim's verdict; chunk_id limited to the case's real chunk ids (or null)."""
+    return {"type": "object", "additionalProperties": False, "required": ["verdict", "chunk_id"],
+            "properties": {"verdict": {"enum": ["supported", "contradicted", "not_in_context"]},
+                           "chunk_id": {"enum": [*chunk_ids, None]}}}
 
 
 class PointVerdict(BaseModel):
@@ -42,7 +59,14 @@ class PointVerdict(BaseModel):
 
 
 class Coverage(BaseModel):
-    points: list[PointVerdict] = Field(json_schema_extra={"maxItems": 12})
+    """{"points": {"1": true, "2": false}}; a list with point numbers is accepted too."""
+
+    points: dict[str, bool] | list[PointVerdict]
+
+    def by_number(self) -> dict[int, bool]:
+        if isinstance(self.points, dict):
+            return {int(k): v for k, v in self.points.items() if k.strip().isdigit()}
+        return {p.point: p.covered for p in self.points}
 
 
 class KeyPoints(BaseModel):
@@ -113,11 +137,12 @@ def faithfulness(gateway, spec, case: Case, answer: str, variant: str, *,
     numbered = "\n".join(f"{i + 1}. {c}" for i, c in enumerate(claims))
     ver = ask_json(gateway, spec, pv, {"context": context_block(case.context), "claims": numbered},
                    ClaimVerdicts, purpose="judge:verify", case_id=case.id,
-                   schema=exact_list_schema(ClaimVerdicts, "verdicts", len(claims), "claim"))
+                   schema=numbered_schema("verdicts", len(claims),
+                                          verdict_item([c.id for c in case.context])))
     ver.call_hashes = ext.call_hashes + ver.call_hashes
     if ver.value is None:
         return _row(case, "faithfulness", variant, ver, prompt_sha=sha), []
-    by_num = {v.claim: v for v in ver.value.verdicts}
+    by_num = ver.value.by_number()
     ids = {c.id for c in case.context}
     rows = []
     for i, c in enumerate(claims):
@@ -161,10 +186,10 @@ def coverage(gateway, spec, case: Case, answer: str, variant: str, points: list[
     call = ask_json(gateway, spec, p, {"question": case.question, "key_points": numbered,
                                       "answer": answer}, Coverage,
                     purpose="judge:coverage", case_id=case.id,
-                    schema=exact_list_schema(Coverage, "points", len(points), "point"))
+                    schema=numbered_schema("points", len(points), {"type": "boolean"}))
     if call.value is None:
         return _row(case, "coverage", variant, call, prompt_sha=p.sha256)
-    by_num = {v.point: v.covered for v in call.value.points}
+    by_num = call.value.by_number()
     if any(i + 1 not in by_num for i in range(len(points))):
         return _row(case, "coverage", variant, call, prompt_sha=p.sha256,
                     error="judge did not rate every key point")

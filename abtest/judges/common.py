@@ -52,24 +52,16 @@ def json_schema_format(model: type[BaseModel], schema: dict | None = None) -> di
                             "schema": schema or model.model_json_schema()}}
 
 
-def exact_list_schema(model: type[BaseModel], field: str, n: int, index_key: str) -> dict:
-    """The model's schema with `field` holding exactly n items numbered 1..n, in order.
+def numbered_schema(field: str, n: int, item: dict) -> dict:
+    """{field: {"1": item, …, "n": item}}: exactly n numbered entries.
 
-    Small models otherwise keep inventing items until max_tokens cuts the JSON.
+    Small models otherwise keep inventing items until max_tokens cuts the JSON; an
+    object with fixed keys is something every JSON-schema grammar can enforce.
     """
-    import copy
-
-    schema = copy.deepcopy(model.model_json_schema())
-    arr = schema["properties"][field]
-    arr["minItems"] = arr["maxItems"] = n
-    ref = arr["items"]["$ref"].split("/")[-1]
-    item = copy.deepcopy(schema["$defs"][ref])
-    arr["prefixItems"] = []
-    for i in range(1, n + 1):
-        it = copy.deepcopy(item)
-        it["properties"][index_key] = {"type": "integer", "const": i}
-        arr["prefixItems"].append(it)
-    return schema
+    keys = [str(i) for i in range(1, n + 1)]
+    return {"type": "object", "additionalProperties": False, "required": [field],
+            "properties": {field: {"type": "object", "additionalProperties": False,
+                                   "required": keys, "properties": {k: item for k in keys}}}}
 
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)

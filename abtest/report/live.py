@@ -378,10 +378,8 @@ def build_live_report(store, run_id: str, config=None) -> dict:
     stop_reason = None
     errored = [r for r in rows if r["error"]]
     if errored:
-        e = errored[-1]["error"]
-        kind = "endpoint unreachable" if "unreachable" in e or "HTTP 429" in e or "HTTP 5" in e \
-            else "endpoint answered badly"
-        stop_reason = f"{kind} ({errored[-1]['case_id']} {errored[-1]['variant']}: {e})"
+        last = errored[-1]
+        stop_reason = f"{last['error']} (question {last['case_id']}, {last['variant']})"
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION, "run_id": run_id, "kind": "live", "status": status,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
