@@ -571,6 +571,12 @@ def review_status(ctx, run_id, fmt):
         click.echo(rv.render_status(st), nl=False)
 
 
+from .cli_loop import compare, golden, history, suggest  # noqa: E402  (click only)
+
+for _cmd in (golden, suggest, history, compare):
+    cli.add_command(_cmd)
+
+
 def main() -> None:
     cli(prog_name="abtest")
 

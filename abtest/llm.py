@@ -206,6 +206,7 @@ class Gateway:
         self._stats_lock = threading.Lock()
         self.pinned: dict[str, str] = dict(pinned or {})
         self._rng = random.Random(0)
+        self._inflight: dict[str, threading.Event] = {}
 
     # -- public -----------------------------------------------------------
     def complete(self, spec: ModelSpec, messages: list[dict], *, purpose: str,
@@ -213,6 +214,25 @@ class Gateway:
                  max_tokens: int | None = None) -> LLMResult:
         h = call_hash(spec, messages, response_format=response_format, sample=sample,
                       max_tokens=max_tokens)
+        # single flight: an identical call already in flight is waited for, not repeated
+        with self._stats_lock:
+            leader = h not in self._inflight
+            if leader:
+                self._inflight[h] = threading.Event()
+            event = self._inflight[h]
+        if not leader:
+            event.wait()
+        try:
+            return self._complete(spec, messages, h, purpose=purpose, case_id=case_id,
+                                  response_format=response_format, max_tokens=max_tokens)
+        finally:
+            if leader:
+                with self._stats_lock:
+                    self._inflight.pop(h, None)
+                event.set()
+
+    def _complete(self, spec, messages, h, *, purpose, case_id, response_format,
+                  max_tokens) -> LLMResult:
         hit = self.store.cached_response(h) if self.store is not None else None
         if hit is not None:
             self._pin(spec.model, hit["model_resolved"])
@@ -273,9 +293,10 @@ class Gateway:
         return kw
 
     def _attempt(self, litellm, spec, kw, h, purpose, case_id, attempt_no) -> LLMResult:
-        """One provider attempt, logged; classifies the outcome for the retry policy."""
-        t0 = time.monotonic()
+        """One provider attempt, logged and (if good) cached before its slot is released,
+        so at most `concurrency` calls are ever sent-but-unsaved (what a crash can lose)."""
         with self.sem:
+            t0 = time.monotonic()
             with self._stats_lock:
                 self.stats.provider_calls += 1
                 self.stats.by_purpose[purpose] = self.stats.by_purpose.get(purpose, 0) + 1
@@ -288,16 +309,23 @@ class Gateway:
                 resp, exc = None, e
             with self._stats_lock:
                 self.stats.last_response = time.time()
-        latency = (time.monotonic() - t0) * 1000
-        if resp is not None:
-            res = _result_from(litellm, resp, h, latency)
-            if not res.content or not res.content.strip():
-                res.error, res.retryable = "empty content from provider", True
-        else:
-            res = LLMResult(content=None, error=_describe(exc), latency_ms=latency, call_hash=h,
-                            retryable=_retryable(litellm, exc), retry_after=_retry_after(exc))
-        res.attempts = attempt_no
-        self._log(res, spec, purpose, case_id, attempt_no)
+            latency = (time.monotonic() - t0) * 1000
+            if resp is not None:
+                res = _result_from(litellm, resp, h, latency)
+                if not res.content or not res.content.strip():
+                    res.error, res.retryable = "empty content from provider", True
+            else:
+                res = LLMResult(content=None, error=_describe(exc), latency_ms=latency, call_hash=h,
+                                retryable=_retryable(litellm, exc), retry_after=_retry_after(exc))
+            res.attempts = attempt_no
+            self._log(res, spec, purpose, case_id, attempt_no)
+            if res.error is None and self.store is not None:
+                self.store.put_cache({
+                    "call_hash": h, "model_requested": spec.model,
+                    "model_resolved": res.model_resolved,
+                    "system_fingerprint": res.system_fingerprint, "content": res.content,
+                    "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
+                    "cost": res.cost, "latency_ms": res.latency_ms})
         return res
 
     def _wait(self, state) -> float:
@@ -326,13 +354,6 @@ class Gateway:
         res = retrying(lambda: self._attempt(litellm, spec, kw, h, purpose, case_id, next(counter)))
         if res.error is None:
             self._pin(spec.model, res.model_resolved)
-            if self.store is not None:
-                self.store.put_cache({
-                    "call_hash": h, "model_requested": spec.model,
-                    "model_resolved": res.model_resolved,
-                    "system_fingerprint": res.system_fingerprint, "content": res.content,
-                    "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
-                    "cost": res.cost, "latency_ms": res.latency_ms})
             return res
         with self._stats_lock:
             self.stats.errors += 1

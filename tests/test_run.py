@@ -281,3 +281,15 @@ def test_checks_metric_has_paired_difference(project, brain):
     # q1, q2 have expected citations: A never cites, B cites both → B − A = +1.0
     assert (ca["a"], ca["b"], ca["difference"]) == (0.0, 1.0, 1.0)
     assert ca["ci_low"] is not None and ca["ci_low"] <= 1.0 <= ca["ci_high"] + 1e-9
+
+
+def test_unconfirmed_drafts_withhold_claim(tmp_path, monkeypatch, brain):
+    from fakes import make_project, small_cases
+
+    cases = [c.model_copy(update={"draft": True}) if c.id == "q1" else c for c in small_cases()]
+    monkeypatch.chdir(make_project(tmp_path, cases))
+    run_id = run_ok()
+    rep = json.loads(invoke("report", run_id, "--format", "json")[1])
+    assert rep["golden"]["is_draft"] and rep["golden"]["draft_ids"] == ["q1"]
+    assert any("unconfirmed drafts" in r for r in rep["claim"]["reasons"])
+    assert "Unconfirmed draft golden set" in invoke("report", run_id)[1]

@@ -345,6 +345,9 @@ def build_report(store, run_id: str, config=None) -> dict:
         from ..review import ppi_headlines
 
         report["ppi"] = _plain(ppi_headlines(store, run_id, alpha))
+    from ..golden import draft_summary
+
+    report["golden"] = draft_summary(list(cases.values())) if cases else None
     report["prompt_diff"] = _prompt_diff(gens)
     report["claim"] = licensed_claim(report, cfg)
     report["taxonomy"], report["remediation"] = _taxonomy(report, finished, jby, checks, cases, gen_by)
@@ -534,6 +537,8 @@ def licensed_claim(report: dict, cfg) -> dict:
         reasons.append(f"answerable refusals {'rose' if rose else 'not shown not to rise'}: B − A = "
                        f"{_fmt(ab.get('difference'))}, 90% upper limit {_fmt(ni.get('upper_90'))} ≥ "
                        f"margin {ni['margin']}")
+    if (report.get("golden") or {}).get("is_draft"):
+        reasons.append(report["golden"]["note"])
     val = report["judge_validation"]
     if not val["validated"]:
         reasons.append(f"judge not validated: {val['n_labels']} human label(s) (need "

@@ -48,6 +48,11 @@ def render_markdown(r: dict) -> str:
     add(f"- Fixture: `{fx['name']}`, corpus version {fx['corpus_version']}, retriever "
         f"`{fx.get('retriever')}`, cases_sha256 {fx['cases_sha256'][:16]}…")
     add(f"- Comparison kind: **{r['comparison_kind']}**")
+    gold = r.get("golden") or {}
+    if gold.get("is_draft"):
+        add("")
+        add(f"> **Unconfirmed draft golden set:** {gold['n_draft']} of {gold['n_cases']} questions are "
+            "model-written drafts not yet confirmed by a person (`abtest golden confirm`).")
     add("")
     add("## Executive summary")
     add("")
