@@ -162,6 +162,16 @@ def capture(ctx, questions, spec, out, corpus_version, k, refresh_every_days, fo
         from .keywords import llm_keywords_fn
 
         opts["keywords_fn"] = llm_keywords_fn(lc)
+    if spec.startswith("local:"):
+        from . import llm
+
+        cfg = lc.config
+        if cfg.embedding is not None:
+            opts["embed_fn"] = lambda texts, s=cfg.embedding: llm.embed(s, texts, cfg.timeout_s)
+            opts["embed_label"] = cfg.embedding.model
+        if cfg.reranker is not None:
+            opts["rerank_fn"] = lambda q, docs, s=cfg.reranker: llm.rerank(s, q, docs, cfg.timeout_s)
+            opts["rerank_label"] = cfg.reranker.model
     retriever = get_retriever(spec, base_dir=Path.cwd(), k=k, **opts)
     fx = do_capture(qs, retriever, out=out, corpus_version=corpus_version or date.today().isoformat(),
                     k=k, force=force, refresh_every_days=refresh_every_days, progress=_progress)

@@ -18,7 +18,7 @@ DEMO_CONFIG = """\
 # abtest demo configuration: the embedded SmolLM2-135M model generates AND judges.
 # A 135M model judging itself demonstrates the machinery; its verdicts are not evidence.
 # Point generator/judge at any litellm model (and set allow_self_judge: false) for real use.
-generator: {model: %(model)s, temperature: 0, max_tokens: 80}
+generator: {model: %(model)s, temperature: 0, max_tokens: 64}
 judge:     {model: %(model)s, temperature: 0, max_tokens: 400}
 concurrency: 2
 timeout_s: 120

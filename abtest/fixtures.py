@@ -300,8 +300,15 @@ def capture(questions: list[Question], retriever, *, out: str | os.PathLike, cor
     if tags:
         cases = [c.model_copy(update={"tags": sorted(set((c.tags or []) + tags[c.id]))})
                  if c.id in tags else c for c in cases]
+    notes = None
+    fallbacks = getattr(retriever, "rerank_fallbacks", None)
+    if fallbacks:
+        notes = {"rerank_fallback": {str(k): v for k, v in sorted(fallbacks.items())}}
+        if progress:
+            progress(f"warning: reranker unavailable for {len(fallbacks)} question(s); kept the "
+                     f"fused order (recorded in manifest.json notes)")
     return write_fixture(out, cases, corpus_version=corpus_version, retriever=retriever.name,
-                         refresh_every_days=refresh_every_days, force=force)
+                         refresh_every_days=refresh_every_days, force=force, notes=notes)
 
 
 def _auto_tags(cases: list[Case]) -> dict[str, list[str]]:

@@ -458,12 +458,39 @@ def estimate_cost(model: str, prompt_tokens: int, completion_tokens: int) -> flo
         return None
 
 
-def embed(spec: ModelSpec, texts: list[str], timeout_s: float = 60) -> list[list[float]]:
-    litellm = _litellm()
-    kw: dict[str, Any] = {"model": spec.model, "input": texts, "timeout": timeout_s}
+def _aux_kwargs(spec: ModelSpec, timeout_s: float) -> dict[str, Any]:
+    kw: dict[str, Any] = {"model": spec.model, "timeout": timeout_s}
     if spec.api_base:
         kw["api_base"] = spec.api_base
     if spec.api_key_env:
-        kw["api_key"] = os.environ.get(spec.api_key_env)
-    resp = litellm.embedding(**kw)
+        key = os.environ.get(spec.api_key_env)
+        if not key:
+            raise UserError(f"environment variable {spec.api_key_env} is not set (API key for model "
+                            f"{spec.model})")
+        kw["api_key"] = key
+    elif spec.api_base:
+        kw["api_key"] = "sk-no-key"
+    return kw
+
+
+def embed(spec: ModelSpec, texts: list[str], timeout_s: float = 60) -> list[list[float]]:
+    """Embeddings through litellm (any provider or a local OpenAI-compatible server)."""
+    from .errors import IncompleteError
+
+    litellm = _litellm()
+    try:
+        resp = litellm.embedding(input=texts, **_aux_kwargs(spec, timeout_s))
+    except Exception as exc:
+        raise IncompleteError(f"embedding model {spec.model} failed: {_describe(exc)}") from None
     return [d["embedding"] if isinstance(d, dict) else d.embedding for d in resp.data]
+
+
+def rerank(spec: ModelSpec, query: str, documents: list[str], timeout_s: float = 60) -> list[float]:
+    """Relevance scores in document order (litellm rerank); errors propagate to the caller."""
+    litellm = _litellm()
+    resp = litellm.rerank(query=query, documents=documents, **_aux_kwargs(spec, timeout_s))
+    scores = [0.0] * len(documents)
+    for r in resp.results:
+        r = r if isinstance(r, dict) else r.__dict__
+        scores[int(r["index"])] = float(r.get("relevance_score", 0.0))
+    return scores

@@ -193,6 +193,8 @@ class Config(Strict):
     alpha: float = 0.05
     review: ReviewConfig = ReviewConfig()
     seed: int = 0
+    embedding: ModelSpec | None = Field(default=None, description="local retriever: vector search + RRF")
+    reranker: ModelSpec | None = Field(default=None, description="local retriever: optional rerank")
     judge_repeats: int = Field(default=0, ge=0, le=10, description="re-ask a sample K times")
     judge_repeat_cases: int = Field(default=10, ge=1)
 

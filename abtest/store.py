@@ -880,6 +880,12 @@ class IndexStore:
 
     # ------------------------------------------------------------ lookups
 
+    def all_texts(self) -> tuple[list[str], list[str]]:
+        """Every chunk's id and text in id order (for embedding the whole corpus once)."""
+        with self._lock:
+            rows = self.con.execute("SELECT id, text FROM chunks ORDER BY doc").fetchall()
+        return [r[0] for r in rows], [r[1] for r in rows]
+
     def get_chunks(self, ids: Sequence[str]) -> dict[str, IndexHit]:
         """Chunks by id (score None); unknown ids are simply absent from the result."""
         if not ids:

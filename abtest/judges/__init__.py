@@ -18,12 +18,12 @@ from .common import (ask_json, context_block, load_prompt, neutralise,  # noqa: 
 class PairwiseVerdict(BaseModel):
     winner: Literal["1", "2", "tie"]
     margin: float = Field(default=0.5, ge=0, le=1)
-    rationale: str = Field(default="", json_schema_extra={"maxLength": 200})
+    rationale: str = Field(default="", json_schema_extra={"maxLength": 100})
 
 
 class Claims(BaseModel):
     claims: list[str] = Field(json_schema_extra={"maxItems": 5, "items": {"type": "string",
-                                                                          "maxLength": 160}})
+                                                                          "maxLength": 120}})
 
 
 class Verdict(BaseModel):
@@ -80,7 +80,7 @@ class Abstained(BaseModel):
 
 class Score(BaseModel):
     score: float = Field(ge=0, le=1)
-    explanation: str = Field(default="", json_schema_extra={"maxLength": 300})
+    explanation: str = Field(default="", json_schema_extra={"maxLength": 160})
 
 
 def _row(case: Case, judge: str, subject: str, call, *, verdict=None, score=None, margin=None,

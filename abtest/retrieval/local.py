@@ -49,13 +49,22 @@ def content_keywords(question: str) -> list[str]:
 
 
 class LocalRetriever(Retriever):
-    method = "bm25"
 
     def __init__(self, spec: str, path: str, *, base_dir: str, k: int = 5,
                  max_chars: int | None = None,
                  keywords_fn: Callable[[str], list[str]] | None = None,
-                 keywords_label: str | None = None):
+                 keywords_label: str | None = None,
+                 embed_fn: Callable[[list[str]], list[list[float]]] | None = None,
+                 embed_label: str | None = None,
+                 rerank_fn: Callable[[str, list[str]], list[float]] | None = None,
+                 rerank_label: str | None = None):
         super().__init__(spec, k=k, max_chars=max_chars)
+        self.embed_fn, self.embed_label = embed_fn, embed_label or (
+            getattr(embed_fn, "__name__", "custom") if embed_fn else None)
+        self.rerank_fn, self.rerank_label = rerank_fn, rerank_label or (
+            getattr(rerank_fn, "__name__", "custom") if rerank_fn else None)
+        self._chunk_vectors = None
+        self.rerank_fallbacks: dict[Hashable, str] = {}
         if not path:
             raise UserError("expected local:PATH to an index built by `abtest index`", file=spec)
         self.path = path if os.path.isabs(path) else os.path.join(base_dir, path)
@@ -70,7 +79,78 @@ class LocalRetriever(Retriever):
         extra = super()._extras()
         if self.keywords_label:
             extra.append(f"kw={self.keywords_label}")
+        if self.embed_fn:
+            extra.append(f"vec={self.embed_label}+rrf")
+        if self.rerank_fn:
+            extra.append(f"rerank={self.rerank_label}")
         return extra
+
+    @property
+    def method(self) -> str:  # type: ignore[override]
+        return "hybrid" if self.embed_fn else "bm25"
+
+    # -- vector search, fusion, rerank -------------------------------------
+    def _vectors(self):
+        """All chunk embeddings, computed once per retriever (L2-normalised)."""
+        import numpy as np
+
+        if self._chunk_vectors is None:
+            ids, texts = self.store.all_texts()
+            vecs = []
+            for i in range(0, len(texts), 128):
+                vecs.extend(self._embed(texts[i:i + 128]))
+            m = np.asarray(vecs, dtype=np.float32)
+            m /= np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+            self._chunk_vectors = (ids, texts, m)
+        return self._chunk_vectors
+
+    def _embed(self, texts: list[str]) -> list[list[float]]:
+        out = self.embed_fn(texts)
+        if not isinstance(out, (list, tuple)) or len(out) != len(texts):
+            raise UserError("embedding model returned the wrong number of vectors", file=self.spec,
+                            field="embedding")
+        return out
+
+    def _vector_hits(self, questions, depth: int) -> dict[Hashable, list[RetrievedChunk]]:
+        import numpy as np
+
+        ids, texts, m = self._vectors()
+        q = np.asarray(self._embed([text for _, text in questions]), dtype=np.float32)
+        q /= np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
+        sims = q @ m.T
+        out = {}
+        for row, (qid, _) in zip(sims, questions):
+            top = np.argsort(-row, kind="stable")[:depth]
+            out[qid] = [RetrievedChunk(ids[i], texts[i], round(float(row[i]), 6)) for i in top]
+        return out
+
+    @staticmethod
+    def rrf(lists: list[list[RetrievedChunk]], c: int = 60) -> list[RetrievedChunk]:
+        """Reciprocal-rank fusion: score = Σ 1 / (c + rank); ties keep first-seen order."""
+        scores: dict[str, float] = {}
+        first: dict[str, RetrievedChunk] = {}
+        for lst in lists:
+            for rank, ch in enumerate(lst, start=1):
+                scores[ch.id] = scores.get(ch.id, 0.0) + 1.0 / (c + rank)
+                first.setdefault(ch.id, ch)
+        order = sorted(first, key=lambda i: -scores[i])
+        return [RetrievedChunk(i, first[i].text, round(scores[i], 6), first[i].metadata,
+                               first[i].title) for i in order]
+
+    def _rerank(self, qid, question: str, chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:
+        """Reorder with the reranker; if it is unavailable keep the merged order and say so."""
+        if not self.rerank_fn or len(chunks) < 2:
+            return chunks
+        try:
+            scores = self.rerank_fn(question, [c.text for c in chunks])
+            if len(scores) != len(chunks):
+                raise ValueError(f"{len(scores)} scores for {len(chunks)} chunks")
+        except Exception as exc:  # any failure: fallback to the fused order, recorded
+            self.rerank_fallbacks[qid] = f"{type(exc).__name__}: {str(exc)[:120]}"
+            return chunks
+        order = sorted(range(len(chunks)), key=lambda i: -float(scores[i]))
+        return [RetrievedChunk(chunks[i].id, chunks[i].text, round(float(scores[i]), 6),
+                               chunks[i].metadata, chunks[i].title) for i in order]
 
     @property
     def store(self) -> IndexStore:
@@ -103,17 +183,23 @@ class LocalRetriever(Retriever):
             plans[qid] = (kws, terms)
             if terms:
                 queries.append((qid, parse(terms)))
+        # fusion and reranking need candidates beyond the final k
+        depth = k * 4 if (self.embed_fn or self.rerank_fn) else k
         hits = {}
         step = 2000  # bounds the size of one SQL batch
         for i in range(0, len(queries), step):
-            hits.update(self.store.search_many(queries[i:i + step], k))
+            hits.update(self.store.search_many(queries[i:i + step], depth))
         if not queries:
             _ = self.store  # an unusable index path should fail even when no question has keywords
+        vec = self._vector_hits(list(questions), depth) if self.embed_fn else {}
         out: dict[Hashable, Retrieved] = {}
-        for qid, _question in questions:
+        for qid, question in questions:
             kws, terms = plans[qid]
             chunks = [RetrievedChunk(h.id, h.text, h.score, h.metadata, h.title)
                       for h in hits.get(qid, [])]
+            if self.embed_fn:
+                chunks = self.rrf([chunks, vec.get(qid, [])])
+            chunks = self._rerank(qid, question, chunks[:depth])
             out[qid] = finalize(chunks, k=k, max_chars=self.max_chars, source=self.spec, qid=qid,
                                 keywords=kws, search_terms=terms)
         return out
