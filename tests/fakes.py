@@ -154,6 +154,10 @@ class Brain:
     def j_abstained(self, prompt):
         return {"abstained": "know" in _tag(prompt, "answer").lower()}
 
+    def j_keywords(self, prompt):
+        q = _tag(prompt, "question")
+        return {"keywords": [w.strip("?.,") for w in q.split() if len(w) > 4][:3]}
+
     def j_score(self, prompt):
         return {"score": 0.75, "explanation": "fine"}
 

@@ -162,3 +162,19 @@ def test_init_scaffolds_a_project(tmp_path):
     load_config(tmp_path / "proj" / "abtest.yaml")
     load_variant(tmp_path / "proj" / "variants" / "b.yaml")
     assert "next:" in r.stdout
+
+
+def test_capture_with_llm_keywords(kb):
+    from fakes import Brain, install
+
+    brain = install(Brain())
+    Path("abtest.yaml").write_text("judge: {model: fake/judge}\nstore: results/abtest.duckdb\n")
+    cli_ok("capture", "questions.jsonl", "--retriever", "local:results/index.duckdb",
+           "--out", "fixtures/kw", "--keywords-llm", "--k", "2")
+    q1 = json.loads(Path("fixtures/kw/cases.jsonl").read_text().splitlines()[0])
+    assert q1["keywords"] == ["return", "damaged", "goods"]
+    assert q1["search_terms"] == "return OR damaged OR goods"
+    assert q1["context"][0]["id"] == "ret#1"
+    assert len(brain.calls) == 3
+    m = json.loads(Path("fixtures/kw/manifest.json").read_text())
+    assert "kw=" in m["retriever"]
