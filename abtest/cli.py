@@ -86,11 +86,13 @@ def init(directory):
 @click.argument("directory", default="abtest-demo", type=click.Path(file_okay=False))
 @click.option("--n", "n_questions", default=20, show_default=True, help="Questions in the demo fixture.")
 @click.option("--model", default=None, help="Use this litellm model instead of the embedded one.")
-def demo(directory, n_questions, model):
+@click.option("--live", is_flag=True,
+              help="Then start two demo chat servers on loopback and run `abtest live` beside the frozen result.")
+def demo(directory, n_questions, model, live):
     """Whole loop on the embedded model, no API key: index, capture, run, judge, report."""
     from .demo import run_demo
 
-    code = run_demo(directory, n_questions=n_questions, model=model, progress=_progress)
+    code = run_demo(directory, n_questions=n_questions, model=model, live=live, progress=_progress)
     sys.exit(code)
 
 
@@ -378,7 +380,12 @@ def _report_for(ctx, run_id):
     try:
         if run_id in ("latest", "last"):
             run_id = store.latest_run_id() or run_id
-        check_fixture_unchanged(load_run(store, run_id))
+        run = load_run(store, run_id)
+        if run["kind"] == "live":
+            from .report.live import build_live_report
+
+            return build_live_report(store, run_id)
+        check_fixture_unchanged(run)
         return build_report(store, run_id)
     finally:
         store.close()
@@ -395,7 +402,13 @@ def report(ctx, run_id, fmt, out):
 
     from .report import render
 
-    text = render(_report_for(ctx, run_id), fmt)
+    rep = _report_for(ctx, run_id)
+    if rep.get("kind") == "live":
+        from .report.live import render_live
+
+        text = render_live(rep, fmt)
+    else:
+        text = render(rep, fmt)
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(text, encoding="utf-8")
@@ -581,9 +594,11 @@ def review_status(ctx, run_id, fmt):
         click.echo(rv.render_status(st), nl=False)
 
 
-from .cli_loop import compare, golden, history, suggest  # noqa: E402  (click only)
+from .cli_live import live as _live_cmd  # noqa: E402  (click only)
+from .cli_live import serve_demo as _serve_demo_cmd  # noqa: E402
+from .cli_loop import compare, golden, history, suggest  # noqa: E402
 
-for _cmd in (golden, suggest, history, compare):
+for _cmd in (golden, suggest, history, compare, _live_cmd, _serve_demo_cmd):
     cli.add_command(_cmd)
 
 

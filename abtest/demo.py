@@ -60,7 +60,7 @@ def pick_questions(n: int) -> list[dict]:
 
 
 def run_demo(directory: str | os.PathLike, *, n_questions: int = 20, model: str | None = None,
-             k: int = 3, progress=print) -> int:
+             k: int = 3, live: bool = False, progress=print) -> int:
     from .config import load_config
     from .fixtures import capture, load_questions
     from .llm import preload
@@ -131,6 +131,48 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 20, model: str 
               f"{f['ci_high'] if f['ci_high'] is None else round(f['ci_high'], 2)})")
     print("claim: " + (rep["claim"]["sentence"] if rep["claim"]["licensed"]
                        else "not licensed — " + rep["claim"]["reasons"][0]))
+    code = 0 if rep["status"] == "complete" else 3
+    if live:
+        code = max(code, _live_demo(lc, d, qpath, index_path, res.run_id, model, k, progress))
     print(f"note: the embedded 135M model generated and judged; this demonstrates the machinery, "
           f"it is not evidence. Try: cd {d} && abtest report {res.run_id}")
-    return 0 if rep["status"] == "complete" else 3
+    return code
+
+
+def _live_demo(lc, d: Path, qpath: Path, index_path: Path, frozen_run: str, model: str | None,
+               k: int, progress) -> int:
+    """Two demo chat servers on loopback (plain, grounded) and a live run beside the frozen one."""
+    from .demo_server import DemoChatServer
+    from .errors import IncompleteError
+    from .live import run_live
+    from .report.live import build_live_report, render_live
+    from .store import Store
+
+    gen = lc.config.generator
+    progress("live: starting two demo chat servers on 127.0.0.1 (plain, grounded)")
+    with DemoChatServer(index_path, d / "variants" / "plain.yaml", model=model or gen.model, k=k,
+                        max_tokens=gen.max_tokens) as sa, \
+            DemoChatServer(index_path, d / "variants" / "grounded.yaml", model=model or gen.model, k=k,
+                           max_tokens=gen.max_tokens) as sb:
+        try:
+            lr = run_live(lc, qpath, sa.url, sb.url, frozen_run=frozen_run, a_name="plain",
+                          b_name="grounded", retriever_label=f"bm25@k={k} local:results/index.duckdb",
+                          corpus_version="squad2-dev-normans", progress=progress)
+            run_id, code = lr.run_id, 0 if lr.status == "complete" else 3
+        except IncompleteError as exc:
+            progress(f"live: incomplete: {exc}")
+            return 3
+    store = Store(lc.store_path, read_only=True)
+    try:
+        rep = build_live_report(store, run_id)
+    finally:
+        store.close()
+    out = d / "results" / f"live-{run_id}.md"
+    out.write_text(render_live(rep, "md"), encoding="utf-8")
+    (d / "results" / f"live-{run_id}.json").write_text(render_live(rep, "json"), encoding="utf-8")
+    claims = rep.get("claims") or {}
+    print(f"live run id: {run_id} ({rep['status']}); report: {out}")
+    for key in ("frozen", "live"):
+        c = claims.get(key) or {}
+        print(f"{key} claim: {c.get('statement') or c.get('sentence') or 'n/a'}")
+    return code

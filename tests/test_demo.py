@@ -1,0 +1,37 @@
+"""`abtest demo` leaves a working project; --live runs the end-to-end check beside it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from abtest.cli import cli
+from fakes import Brain, install
+
+
+def test_demo_with_live_on_a_scripted_model(tmp_path, monkeypatch):
+    install(Brain())
+    d = tmp_path / "demo"
+    r = CliRunner().invoke(cli, ["demo", str(d), "--n", "6", "--model", "fake/gen", "--live"])
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    for p in ("abtest.yaml", "fixtures/normans/manifest.json", "variants/plain.yaml",
+              "variants/grounded.yaml", "results/abtest.duckdb", "data/SOURCE.md", "data/LICENSE.md"):
+        assert (d / p).exists(), p
+    out = r.stdout
+    run_id = out.split("run id: ")[1].split()[0]
+    rep = json.loads((d / "results" / f"report-{run_id}.json").read_text())
+    assert rep["n_cases"] == 6 and rep["metrics"]["pairwise"]["p_value"] is not None
+    assert (d / "results" / f"report-{run_id}.html").exists()
+    assert "frozen claim: " in out and "live claim: " in out
+    assert "End to end" in out.split("live claim: ")[1]
+    live_id = out.split("live run id: ")[1].split()[0]
+    # every other command works in the demo project afterwards
+    monkeypatch.chdir(d)
+    assert CliRunner().invoke(cli, ["fixtures", "verify", "fixtures/normans"]).exit_code == 0
+    assert CliRunner().invoke(cli, ["report", run_id, "--format", "md"]).exit_code == 0
+    g = CliRunner().invoke(cli, ["gate", live_id])
+    assert g.exit_code in (0, 1) and ("PASS" in g.stdout or "FAIL" in g.stdout)
+    h = CliRunner().invoke(cli, ["history", "--format", "json"])
+    assert h.exit_code == 0 and run_id in h.stdout
