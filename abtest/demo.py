@@ -18,7 +18,7 @@ DEMO_CONFIG = """\
 # abtest demo configuration: the embedded SmolLM2-135M model generates AND judges.
 # A 135M model judging itself demonstrates the machinery; its verdicts are not evidence.
 # Point generator/judge at any litellm model (and set allow_self_judge: false) for real use.
-generator: {model: %(model)s, temperature: 0, max_tokens: 64}
+generator: {model: %(model)s, temperature: 0, max_tokens: 48}
 judge:     {model: %(model)s, temperature: 0, max_tokens: 400}
 concurrency: 2
 timeout_s: 120
@@ -59,8 +59,8 @@ def pick_questions(n: int) -> list[dict]:
     return out
 
 
-def run_demo(directory: str | os.PathLike, *, n_questions: int = 20, model: str | None = None,
-             k: int = 3, live: bool = False, progress=print) -> int:
+def run_demo(directory: str | os.PathLike, *, n_questions: int = 14, model: str | None = None,
+             k: int = 2, live: bool = False, progress=print) -> int:
     from .config import load_config
     from .fixtures import capture, load_questions
     from .llm import preload

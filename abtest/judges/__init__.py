@@ -18,7 +18,7 @@ from .common import (ask_json, context_block, load_prompt, neutralise,  # noqa: 
 class PairwiseVerdict(BaseModel):
     winner: Literal["1", "2", "tie"]
     margin: float = Field(default=0.5, ge=0, le=1)
-    rationale: str = Field(default="", json_schema_extra={"maxLength": 100})
+    rationale: str = Field(default="", json_schema_extra={"maxLength": 80})
 
 
 class Claims(BaseModel):
