@@ -303,14 +303,16 @@ def fixtures_add_unanswerable(path, n, seed):
               help="Model comparison: run variant A with each of m1,m2,… and print a leaderboard.")
 @click.option("--run-id", default=None)
 @click.option("--resume", is_flag=True, help="Continue an interrupted run; finished calls are not repeated.")
+@click.option("--retry-errors", is_flag=True,
+              help="With --resume: re-attempt the calls that ended in error (never the finished ones).")
 @click.option("--dry-run", is_flag=True, help="Print calls, tokens and cost before spending anything.")
 @click.option("--judge-repeats", type=click.IntRange(0, 10), default=None,
               help="Re-ask the pairwise judge K times on a seeded sample (test-retest noise).")
 @click.option("--allow-self-judge", is_flag=True,
               help="Silence the self-judging error (demos); the claim is still withheld.")
 @click.pass_context
-def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, dry_run, judge_repeats,
-            allow_self_judge):
+def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, dry_run,
+            judge_repeats, allow_self_judge):
     """Generate A and B over the fixture's frozen contexts, check, judge; print the run id."""
     import json
 
@@ -352,7 +354,12 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, dry_run, judge
         _progress(f"error: the judge model is the generator model ({lc.config.judge.model}): "
                   "self-judging; the run continues but the claim will be withheld "
                   "(--allow-self-judge or allow_self_judge: true silences this)")
-    res = run(lc, fixture, a_path, b_path, run_id=run_id, resume=resume, progress=_progress)
+    if retry_errors and not resume:
+        from .errors import UserError
+
+        raise UserError("--retry-errors goes with --resume", field="--retry-errors")
+    res = run(lc, fixture, a_path, b_path, run_id=run_id, resume=resume, retry_errors=retry_errors,
+              progress=_progress)
     _progress(f"{res.status}: {res.n_cases} cases, {res.provider_calls} provider calls, "
               f"{res.cache_hits} cache hits, {res.calls_per_case} LLM calls per case, "
               f"{res.seconds:.1f} s")
@@ -362,7 +369,7 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, dry_run, judge
     if res.status != "complete":
         _progress(f"incomplete: unfinished cases: {', '.join(res.unfinished[:20])}"
                   f"{' …' if len(res.unfinished) > 20 else ''} (fix the cause, then "
-                  f"`abtest run … --run-id {res.run_id} --resume`)")
+                  f"`abtest run … --run-id {res.run_id} --resume --retry-errors`)")
         sys.exit(EXIT_INCOMPLETE)
 
 

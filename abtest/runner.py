@@ -404,8 +404,15 @@ def _judge_repeats(gw, lc: LoadedConfig, store, run_id: str, plan: RunPlan, unfi
                 store.put_judgment({"run_id": run_id, **row})
 
 
+def errored_cases(store, run_id: str) -> set[str]:
+    """Cases with a stored generation or judge error (what --retry-errors re-attempts)."""
+    bad = {g["case_id"] for g in store.generations(run_id) if g["error"]}
+    bad |= {j["case_id"] for j in store.judgments(run_id) if j["error"]}
+    return bad
+
+
 def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
-            progress: Progress | None = None, stop_after: int | None = None) -> RunResult:
+            progress: Progress | None = None, skip: set[str] | None = None) -> RunResult:
     from .llm import Gateway, ModelDriftError
 
     cfg = lc.config
@@ -417,9 +424,13 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
                  max_retries=cfg.max_retries, backoff_base_s=cfg.retry_backoff_s, run_id=run_id,
                  pinned=pinned)
     t0 = time.monotonic()
-    cases = plan.fixture.cases
+    skip = skip or set()
+    cases = [c for c in plan.fixture.cases if c.id not in skip]
     done = 0
-    unfinished: list[str] = []
+    unfinished: list[str] = sorted(skip)
+    if skip and progress:
+        progress(f"{len(skip)} case(s) ended in error earlier and are left unfinished "
+                 "(--retry-errors re-attempts their failed calls)")
     drift: list[str] = []
     lock = threading.Lock()
     # cases and the tasks inside a case run side by side; the gateway's semaphore keeps at
@@ -454,13 +465,14 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
                      finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
     st = gw.stats
     total_calls = sum(1 for r in store.llm_calls(run_id) if r["attempt"] in (0, 1))
-    return RunResult(run_id, status, len(cases), sorted(unfinished), st.provider_calls,
+    n_all = len(plan.fixture.cases)
+    return RunResult(run_id, status, n_all, sorted(unfinished), st.provider_calls,
                      st.cache_hits, time.monotonic() - t0, plan.comparison_kind,
-                     round(total_calls / len(cases), 2) if cases else 0.0)
+                     round(total_calls / n_all, 2) if n_all else 0.0)
 
 
 def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: bool = False,
-        progress: Progress | None = None,
+        retry_errors: bool = False, progress: Progress | None = None,
         models: tuple[str | None, str | None] = (None, None)) -> RunResult:
     """Library entry point: plan, open the store, execute."""
     from .llm import preload
@@ -475,6 +487,7 @@ def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: b
             progress(f"run {rid}: {len(plan.fixture.cases)} cases, A={plan.a.name} B={plan.b.name}, "
                      f"generator {plan.gen_a.model}, judge {plan.judge.model}"
                      + (f" [{plan.comparison_kind}]" if plan.comparison_kind != "prompt" else ""))
-        return execute(lc, store, plan, rid, progress=progress)
+        skip = errored_cases(store, rid) if resume and not retry_errors else set()
+        return execute(lc, store, plan, rid, progress=progress, skip=skip)
     finally:
         store.close()

@@ -156,11 +156,15 @@ def test_incomplete_run_exits_3_and_gate_says_incomplete(project, brain):
     assert "incomplete run" in rep["claim"]["reasons"][0]
     code, out, _ = invoke("gate", run_id)
     assert code == 3 and "INCOMPLETE" in out
-    # fix the cause and resume: only the failed calls are re-attempted
+    # fix the cause; a plain --resume leaves the errored case alone ...
     brain.override = None
     n = len(brain.calls)
     code, out, err = invoke("run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
                             "--b", "variants/b.yaml", "--run-id", run_id, "--resume")
+    assert code == 3 and len(brain.calls) == n and "--retry-errors" in err
+    # ... --retry-errors re-attempts only the calls that failed (and what depends on them)
+    code, out, err = invoke("run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                            "--b", "variants/b.yaml", "--run-id", run_id, "--resume", "--retry-errors")
     assert code == 0, err
     assert all("What language" in c["messages"][-1]["content"]
                or "French" in c["messages"][-1]["content"] for c in brain.calls[n:])

@@ -27,6 +27,28 @@ def _one_line(text, n=160):
     return t if len(t) <= n else t[: n - 1] + "…"
 
 
+SUMMARY_METRICS = ("faithfulness", "coverage", "quality", "relevance", "conformance")
+
+
+def _score_summaries(m: dict) -> list[list]:
+    """Rows (metric, A|B, average … low) from each continuous metric's summary_a / summary_b.
+
+    A metric that is absent, None or carries no summaries is skipped."""
+    rows = []
+    for key in SUMMARY_METRICS:
+        mm = m.get(key)
+        if not isinstance(mm, dict):
+            continue
+        for v in ("a", "b"):
+            s = mm.get(f"summary_{v}")
+            if not isinstance(s, dict) or not s.get("n"):
+                continue
+            rows.append([key, v.upper()]
+                        + [_f(s.get(k)) for k in ("average", "median", "p25", "p75", "min", "max")]
+                        + [_f(s.get(k)) for k in ("high", "medium", "low")])
+    return rows
+
+
 def render_markdown(r: dict) -> str:
     from tabulate import tabulate
 
@@ -148,6 +170,17 @@ def render_markdown(r: dict) -> str:
             add(f"- Length bias: logistic regression of a B win on the length difference: coefficient "
                 f"{_f(lb['coef_per_100_chars'])} per 100 chars, p = {_f(lb['p_value'])}"
                 + (" — wins look explained by length." if lb["explained_by_length"] else "."))
+    summaries = _score_summaries(m)
+    if summaries:
+        add("")
+        add("### Score summaries")
+        add("")
+        add(tabulate(summaries, headers=["metric", "variant", "average", "median", "p25", "p75",
+                                         "min", "max", "high (≥0.8)", "medium (0.6–0.8)",
+                                         "low (<0.6)"], tablefmt="github", disable_numparse=True))
+        add("")
+        add("Per-variant descriptive summaries over the paired questions of each metric; high / "
+            "medium / low count answers scoring ≥ 0.8, 0.6–0.8 and < 0.6.")
     if r.get("prompt_diff"):
         pd = r["prompt_diff"]
         add("")
