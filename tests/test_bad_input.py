@@ -206,3 +206,79 @@ def test_debug_env_shows_traceback_only_when_asked(project):
     out = subprocess.run([sys.executable, "-m", "abtest.cli", "report", "x"], capture_output=True,
                          text=True, env=env)
     assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+def test_store_file_that_is_not_duckdb(project):
+    Path("results").mkdir(exist_ok=True)
+    Path("results/abtest.duckdb").write_bytes(b"this is not a database" * 100)
+    expect_bad(["report", "x"], "results/abtest.duckdb")
+
+
+def test_corrupted_manifest(project):
+    Path("fixtures/small/manifest.json").write_text("{broken")
+    expect_bad(["fixtures", "verify", "fixtures/small"], "manifest.json", "invalid JSON")
+
+
+def test_variant_output_format_invalid(project):
+    Path("variants/b.yaml").write_text(Path("variants/b.yaml").read_text() + "output: {format: xml}\n")
+    expect_bad(RUN, "variants/b.yaml", "output.format")
+
+
+def test_variant_bad_citation_regex(project):
+    Path("variants/b.yaml").write_text(Path("variants/b.yaml").read_text()
+                                       + 'checks: {citation_pattern: "[unclosed"}\n')
+    expect_bad(RUN, "variants/b.yaml", "citation_pattern")
+
+
+def test_unknown_retriever_kind(project, tmp_path):
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"id": "x", "question": "q"}) + "\n")
+    expect_bad(["capture", str(q), "--retriever", "ftp://x", "--out", "fixtures/new"],
+               "unknown retriever kind")
+
+
+def test_corpus_row_without_text(project, tmp_path):
+    c = tmp_path / "c.jsonl"
+    c.write_text(json.dumps({"id": "a", "text": "ok"}) + "\n" + json.dumps({"id": "b"}) + "\n")
+    expect_bad(["index", str(c), "--index", "results/idx.duckdb"], "c.jsonl", "line 2", "text")
+    assert not Path("results/idx.duckdb").exists()
+
+
+def test_search_unbalanced_parentheses(project, tmp_path):
+    c = tmp_path / "c.jsonl"
+    c.write_text(json.dumps({"id": "a", "text": "cats and dogs"}) + "\n")
+    assert CliRunner().invoke(cli, ["index", str(c), "--index", "results/idx.duckdb"]).exit_code == 0
+    expect_bad(["search", "results/idx.duckdb", "(cats OR dogs"], "position")
+
+
+def test_gate_thresholds_unknown_key(project):
+    r = CliRunner().invoke(cli, RUN)
+    run_id = r.stdout.strip().splitlines()[-1]
+    Path("t.yaml").write_text("faithfullness: 0.8\n")
+    expect_bad(["gate", run_id, "--thresholds", "t.yaml"], "t.yaml", "faithfullness")
+
+
+def test_retry_errors_without_resume(project):
+    expect_bad(RUN + ["--retry-errors"], "--retry-errors goes with --resume")
+
+
+def test_context_template_unknown_variable(project):
+    Path("abtest.yaml").write_text(Path("abtest.yaml").read_text()
+                                   + 'context_template: "[{{ chunk.id }}] {{ chnk.text }}"\n')
+    expect_bad(RUN, "context_template", "chnk")
+
+
+def test_review_labels_unknown_item(project, tmp_path):
+    r = CliRunner().invoke(cli, RUN)
+    run_id = r.stdout.strip().splitlines()[-1]
+    assert CliRunner().invoke(cli, ["review", "export", run_id, "--out", str(tmp_path / "pack")]).exit_code == 0
+    bad = tmp_path / "labels.csv"
+    bad.write_text("item_id,label\nno-such-item,1\n")
+    expect_bad(["review", "import", run_id, str(bad)], "labels.csv", "no-such-item")
+
+
+def test_golden_file_not_a_list(project, tmp_path):
+    g = tmp_path / "golden.json"
+    g.write_text(json.dumps({"nope": 1}))
+    expect_bad(["capture", str(g), "--retriever", "jsonl:x", "--out", "fixtures/new"],
+               "golden.json", "expected a list")
