@@ -89,11 +89,14 @@ def init(directory):
 @click.option("--model", default=None, help="Use this litellm model instead of the embedded one.")
 @click.option("--live", is_flag=True,
               help="Then start two demo chat servers on loopback and run `abtest live` beside the frozen result.")
-def demo(directory, n_questions, model, live):
+@click.option("--all-judges", is_flag=True,
+              help="Also the quality, relevance and keyword-quality rubrics (slower).")
+def demo(directory, n_questions, model, live, all_judges):
     """Whole loop on the embedded model, no API key: index, capture, run, judge, report."""
     from .demo import run_demo
 
-    code = run_demo(directory, n_questions=n_questions, model=model, live=live, progress=_progress)
+    code = run_demo(directory, n_questions=n_questions, model=model, live=live,
+                    all_judges=all_judges, progress=_progress)
     sys.exit(code)
 
 
@@ -145,8 +148,11 @@ def search(index_path, query, k, fmt):
 @click.option("--force", is_flag=True, help="Replace an existing fixture.")
 @click.option("--keywords-llm", is_flag=True,
               help="Local retriever: let the judge model extract search keywords.")
+@click.option("--max-chars", type=click.IntRange(min=1), default=None,
+              help="Truncate each captured chunk to this many characters.")
 @click.pass_context
-def capture(ctx, questions, spec, out, corpus_version, k, refresh_every_days, force, keywords_llm):
+def capture(ctx, questions, spec, out, corpus_version, k, refresh_every_days, force, keywords_llm,
+            max_chars):
     """Freeze what retrieval returns for QUESTIONS into a sealed fixture (never during a run)."""
     from datetime import date
     from pathlib import Path
@@ -175,6 +181,8 @@ def capture(ctx, questions, spec, out, corpus_version, k, refresh_every_days, fo
         if cfg.reranker is not None:
             opts["rerank_fn"] = lambda q, docs, s=cfg.reranker: llm.rerank(s, q, docs, cfg.timeout_s)
             opts["rerank_label"] = cfg.reranker.model
+    if max_chars:
+        opts["max_chars"] = max_chars
     retriever = get_retriever(spec, base_dir=Path.cwd(), k=k, **opts)
     fx = do_capture(qs, retriever, out=out, corpus_version=corpus_version or date.today().isoformat(),
                     k=k, force=force, refresh_every_days=refresh_every_days, progress=_progress)

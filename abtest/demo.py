@@ -60,7 +60,7 @@ def pick_questions(n: int) -> list[dict]:
 
 
 def run_demo(directory: str | os.PathLike, *, n_questions: int = 14, model: str | None = None,
-             k: int = 2, live: bool = False, progress=print) -> int:
+             k: int = 2, live: bool = False, all_judges: bool = False, progress=print) -> int:
     from .config import load_config
     from .fixtures import capture, load_questions
     from .llm import preload
@@ -76,7 +76,12 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 14, model: str 
     d.mkdir(parents=True, exist_ok=True)
     cfg_path = d / "abtest.yaml"
     if not cfg_path.exists():
-        cfg_path.write_text(DEMO_CONFIG % {"model": model or "local/smollm2"}, encoding="utf-8")
+        text = DEMO_CONFIG % {"model": model or "local/smollm2"}
+        if all_judges:
+            text = text.replace("judges: [pairwise, faithfulness, coverage, abstention]",
+                                "judges: [pairwise, faithfulness, coverage, abstention, quality, "
+                                "relevance, keywords]")
+        cfg_path.write_text(text, encoding="utf-8")
     init_project(d)
     data = d / "data"
     data.mkdir(exist_ok=True)

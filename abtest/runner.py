@@ -292,7 +292,15 @@ def _judge_case(gw, lc: LoadedConfig, store, run_id: str, case: Case, answers: d
         if "quality" in js:
             tasks.append(lambda v=v, ans=ans: [(J.rubric(gw, spec, case, "quality", v, {
                 "question": case.question, "context": ctx, "answer": ans}), None)])
-        if "relevance" in js:
+        if "relevance" in js and cfg.embedding is not None:
+            from .llm import embed
+
+            def emb(texts, s=cfg.embedding):
+                return embed(s, texts, cfg.timeout_s)
+
+            tasks.append(lambda v=v, ans=ans: [(J.relevance_by_embedding(gw, spec, case, ans, v, emb),
+                                                None)])
+        elif "relevance" in js:  # no embedding model: an LLM 0-1 rating, labelled as such
             tasks.append(lambda v=v, ans=ans: [(J.rubric(gw, spec, case, "relevance", v, {
                 "question": case.question, "answer": ans}), None)])
     if "keywords" in js and case.keywords:

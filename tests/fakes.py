@@ -158,6 +158,10 @@ class Brain:
         q = _tag(prompt, "question")
         return {"keywords": [w.strip("?.,") for w in q.split() if len(w) > 4][:3]}
 
+    def j_generatedquestions(self, prompt):
+        ans = _tag(prompt, "answer")
+        return {"questions": [f"What about {ans[:40]}?", "Where is it?", "Who said it?"]}
+
     def j_score(self, prompt):
         return {"score": 0.75, "explanation": "fine"}
 

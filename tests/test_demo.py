@@ -35,3 +35,15 @@ def test_demo_with_live_on_a_scripted_model(tmp_path, monkeypatch):
     assert g.exit_code in (0, 1) and ("PASS" in g.stdout or "FAIL" in g.stdout)
     h = CliRunner().invoke(cli, ["history", "--format", "json"])
     assert h.exit_code == 0 and run_id in h.stdout
+
+
+def test_demo_all_judges_shows_every_score(tmp_path):
+    install(Brain())
+    d = tmp_path / "demo"
+    r = CliRunner().invoke(cli, ["demo", str(d), "--n", "4", "--model", "fake/gen", "--all-judges"])
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    run_id = r.stdout.split("run id: ")[1].split()[0]
+    rep = json.loads((d / "results" / f"report-{run_id}.json").read_text())
+    for k in ("pairwise", "faithfulness", "coverage", "abstention", "quality", "relevance", "keywords"):
+        assert rep["metrics"].get(k), k
+    assert rep["metrics"]["keywords"]["n"] == 4

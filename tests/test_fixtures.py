@@ -178,3 +178,11 @@ def test_capture_with_llm_keywords(kb):
     assert len(brain.calls) == 3
     m = json.loads(Path("fixtures/kw/manifest.json").read_text())
     assert "kw=" in m["retriever"]
+
+
+def test_capture_truncates_long_chunks(kb):
+    cli_ok("capture", "questions.jsonl", "--retriever", "local:results/index.duckdb",
+           "--out", "fixtures/short", "--max-chars", "12")
+    case = json.loads(Path("fixtures/short/cases.jsonl").read_text().splitlines()[0])
+    assert all(len(c["text"]) <= 12 for c in case["context"])
+    assert "max_chars=12" in json.loads(Path("fixtures/short/manifest.json").read_text())["retriever"]

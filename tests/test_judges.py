@@ -227,3 +227,97 @@ def test_judge_repeats_measure_test_retest(project, brain):
     tr = rep["judge_noise"]
     assert tr["repeats"] == 2 and tr["n_items"] > 0
     assert tr["agreement"] == 1.0  # the scripted judge is deterministic
+
+
+def test_relevance_llm_rating_is_labelled(project, brain):
+    Path("abtest.yaml").write_text(Path("abtest.yaml").read_text().replace(
+        "judges: [pairwise, faithfulness, coverage, abstention]", "judges: [relevance, quality]"))
+    r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                                 "--b", "variants/b.yaml"])
+    assert r.exit_code == 0, r.stderr
+    rep = json.loads(CliRunner().invoke(cli, ["report", r.stdout.strip().splitlines()[-1],
+                                              "--format", "json"]).stdout)
+    assert rep["metrics"]["relevance"]["method"].startswith("LLM 0-1 rating")
+    assert rep["metrics"]["quality"]["a"] == 0.75 and rep["metrics"]["quality"]["n"] == 4
+
+
+def test_relevance_by_embedding(project, brain):
+    from fake_llm_server import FakeLLMServer
+
+    srv = FakeLLMServer(max_seconds=60)
+    url = srv.start()
+    try:
+        Path("abtest.yaml").write_text(Path("abtest.yaml").read_text().replace(
+            "judges: [pairwise, faithfulness, coverage, abstention]", "judges: [relevance]")
+            + f'embedding: {{model: openai/emb, api_base: "{url}"}}\n')
+        r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                                     "--b", "variants/b.yaml"])
+        assert r.exit_code == 0, r.stderr
+        rep = json.loads(CliRunner().invoke(cli, ["report", r.stdout.strip().splitlines()[-1],
+                                                  "--format", "json"]).stdout)
+        rel = rep["metrics"]["relevance"]
+        assert rel["method"].startswith("embedding") and rel["n"] == 4
+        assert 0.0 <= rel["a"] <= 1.0
+        assert sum("/embeddings" in x["path"] for x in srv.requests) == 8  # one per answer
+    finally:
+        srv.stop()
+
+
+def test_conformance_only_for_stylistic_variants(project, brain):
+    Path("abtest.yaml").write_text(Path("abtest.yaml").read_text().replace(
+        "judges: [pairwise, faithfulness, coverage, abstention]", "judges: [conformance]"))
+    Path("variants/b.yaml").write_text(Path("variants/b.yaml").read_text()
+                                       + "style: true\nrubric: Plain sentences, one citation per claim.\n")
+    r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                                 "--b", "variants/b.yaml"])
+    assert r.exit_code == 0, r.stderr
+    rep = json.loads(CliRunner().invoke(cli, ["report", r.stdout.strip().splitlines()[-1],
+                                              "--format", "json"]).stdout)
+    conf = [c for c in brain.calls if "<rubric>" in c["messages"][-1]["content"]]
+    assert len(conf) == 4  # only B declares a rubric: one call per case
+    assert "Plain sentences" in conf[0]["messages"][-1]["content"]
+    assert rep["metrics"]["conformance"]["dropped"]["missing_a_only"] == ["q1", "q2", "q3", "q4"]
+
+
+def test_model_version_drift_stops_the_run(project, brain):
+    n = {"k": 0}
+
+    def drift(messages, req):
+        if req.get("response_format"):
+            return None
+        n["k"] += 1
+        out = Brain().generate(messages)
+        if n["k"] > 3:  # the provider silently swaps the model under the run
+            return {"id": "x", "object": "chat.completion", "created": 0, "model": "gen-v2",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": out}}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+        return out
+
+    brain.override = drift
+    Path("abtest.yaml").write_text(Path("abtest.yaml").read_text().replace("concurrency: 4",
+                                                                           "concurrency: 1"))
+    r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                                 "--b", "variants/b.yaml"])
+    assert r.exit_code == 2
+    assert "resolved to 'gen-v2'" in r.stderr and "not be like for like" in r.stderr
+
+
+def test_shipped_injection_fixture_is_neutralised(tmp_path, monkeypatch, brain):
+    """fixtures/prompt-injection ships chunks that try to close judge delimiters."""
+    import shutil
+
+    from fakes import make_project
+
+    p = make_project(tmp_path)
+    shutil.copytree(ROOT / "fixtures" / "prompt-injection", p / "fixtures" / "inj")
+    monkeypatch.chdir(p)
+    r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/inj", "--a", "variants/a.yaml",
+                                 "--b", "variants/b.yaml"])
+    assert r.exit_code == 0, r.stderr
+    judged = [c["messages"][-1]["content"] for c in brain.calls if c["req"].get("response_format")]
+    assert judged
+    for prompt in judged:
+        for tag in ("context", "response_1", "response_2", "claims", "answer", "question"):
+            assert prompt.count(f"<{tag}>") <= 1 and prompt.count(f"</{tag}>") <= 1, tag
+    assert any("‹/response_1›" in p for p in judged)

@@ -532,3 +532,260 @@ def test_read_only_store_is_a_user_error(_template, tmp_path):
     with Store(tmp_path / "ro.duckdb", read_only=True) as ro:
         with pytest.raises(UserError, match="read-only"):
             R.export_pack(ro, RUN, tmp_path / "pack", n=2)
+
+
+# ----------------------------------------------------------------------------- CLI round trip
+
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from abtest.cli import cli
+
+    r = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return r.exit_code, r.stdout, r.stderr
+
+
+def _fill_labels_csv(src: Path, dst: Path, truth: dict[str, str], only=None) -> int:
+    """Copy the pack's labels.csv with the blind label of each item (of `only`, if given)."""
+    with open(src, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    k = 0
+    for r in rows:
+        if only is None or r["item_id"] in only:
+            r["label"] = truth[r["item_id"]]
+            k += 1
+    with open(dst, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return k
+
+
+def test_cli_review_round_trip_validates_the_judge(project):
+    """run → review export → labels.csv filled with the judge's own verdicts (blind space)
+    → review import → status → report: the validation reason goes once enough labels agree.
+
+    The report (and `review status`) read review.min_labels from the run's stored config,
+    so the threshold is set in abtest.yaml before `abtest run`."""
+    from fakes import Brain, install
+
+    install(Brain())
+    n_min = 8
+    cfg = project / "abtest.yaml"
+    cfg.write_text(cfg.read_text() + f"review: {{min_labels: {n_min}}}\n")
+    code, out, err = _cli("run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                          "--b", "variants/b.yaml")
+    assert code == 0, err
+    run_id = out.strip().splitlines()[-1]
+
+    code, out, err = _cli("review", "export", run_id, "--out", "pack")
+    assert code == 0, err
+    assert [Path(p).name for p in out.split()] == list(R.PACK_FILES)
+
+    # the answer key: the judge's own label, mapped into the pack's blind space
+    with Store(project / "results" / "abtest.duckdb", read_only=True) as s:
+        items = {r["item_id"]: {**r, "m": json.loads(r["mapping_json"])} for r in s.review_items(run_id)}
+    truth = {iid: _blind(it, it["judge_label"]) for iid, it in items.items()}
+    judge_labels = sorted(it["judge_label"] for it in items.values())
+    # fake judge: B wins q1-q3 in both orders, q4 ties; q1-q3 claims supported, A's q4 not
+    assert judge_labels == sorted(["B"] * 3 + ["tie"] + ["supported"] * 6 + ["unsupported"])
+    assert {truth[i] for i, it in items.items() if it["judge_label"] == "B"} <= {"1", "2"}
+
+    # phase 1: fewer labels than review.min_labels (several classes, so kappa is defined)
+    first = {next(i for i, it in sorted(items.items()) if it["judge_label"] == lab)
+             for lab in ("B", "tie", "supported", "unsupported")}
+    few = _fill_labels_csv(project / "pack" / "labels.csv", project / "few.csv", truth, first)
+    assert few == 4 < n_min
+    code, out, err = _cli("review", "import", run_id, "few.csv", "--reviewer", "alice")
+    assert code == 0, err
+    assert out.strip() == "imported 4 label(s)"
+    code, out, err = _cli("review", "status", run_id, "--format", "json")
+    assert code == 0, err
+    st = json.loads(out)
+    assert (st["n_items"], st["n_labels"], st["n_labelled_items"]) == (11, 4, 4)
+    assert (st["min_labels"], st["needed"], st["validated"]) == (n_min, n_min - 4, False)
+    assert st["kappa"] == pytest.approx(1.0) and st["reviewers"] == ["alice"]
+    code, out, err = _cli("report", run_id, "--format", "json")
+    assert code == 0, err
+    rep = json.loads(out)
+    assert rep["judge_validation"]["validated"] is False
+    assert rep["judge_validation"]["n_labels"] == 4
+    assert any(r.startswith("judge not validated") for r in rep["claim"]["reasons"])
+
+    # phase 2: every item labelled (re-importing alice's four replaces them)
+    n_all = _fill_labels_csv(project / "pack" / "labels.csv", project / "all.csv", truth)
+    assert n_all == len(items) == 11 >= n_min
+    code, out, err = _cli("review", "import", run_id, "all.csv", "--reviewer", "alice")
+    assert code == 0, err
+    assert out.strip() == "imported 11 label(s)"
+    code, out, err = _cli("review", "status", run_id, "--format", "json")
+    assert code == 0, err
+    st = json.loads(out)
+    assert (st["n_labels"], st["n_labelled_items"], st["n_unlabelled_items"]) == (11, 11, 0)
+    assert st["by_judge"] == {"pairwise": {"items": 4, "labelled_items": 4, "labels": 4},
+                              "faithfulness": {"items": 7, "labelled_items": 7, "labels": 7}}
+    assert st["needed"] == 0 and st["validated"] is True
+    assert st["kappa"] == pytest.approx(1.0) and st["agreement"] == pytest.approx(1.0)
+    code, out, err = _cli("report", run_id, "--format", "json")
+    assert code == 0, err
+    rep = json.loads(out)
+    val = rep["judge_validation"]
+    assert val["validated"] is True and val["n_labels"] == 11 and val["min_labels"] == n_min
+    assert val["kappa"] == pytest.approx(1.0)
+    assert not any("judge not validated" in r for r in rep["claim"]["reasons"])
+    with Store(project / "results" / "abtest.duckdb", read_only=True) as s:
+        stored = s.human_labels(run_id)
+    assert len(stored) == 11 and {lab["reviewer"] for lab in stored} == {"alice"}
+    assert all(lab["label"] == items[lab["item_id"]]["judge_label"] for lab in stored)
+
+
+# ----------------------------------------------------------------------------- chromium
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+# Appended after the page's own script: click through items with the page's own buttons
+# and keyboard handler, then press "Download labels" with URL.createObjectURL and the
+# anchor's click captured (no real download). Everything observed goes into <pre id=captured>.
+_DRIVER = r"""
+<script id="test-driver">
+(function () {
+  "use strict";
+  var WANT = __WANT__;                       // item_id -> blind label to give
+  var names = {"1": "Answer 1 is better", "2": "Answer 2 is better", "tie": "Tie / no preference",
+               "supported": "Supported", "unsupported": "Unsupported"};
+  var keys = {"1": "1", "2": "2", "tie": "t", "supported": "s", "unsupported": "u"};
+  var log = {seen: [], msgs: [], counts: [], download_name: null, payload: null, errors: []};
+  window.addEventListener("error", function (e) { log.errors.push(String(e.message)); });
+  var blobs = [];
+  var realCreate = URL.createObjectURL.bind(URL);
+  URL.createObjectURL = function (b) { blobs.push(b); return realCreate(b); };
+  var realClick = HTMLAnchorElement.prototype.click;
+  HTMLAnchorElement.prototype.click = function () {     // the download link: record, do not save
+    if (this.download) { log.download_name = this.download; return; }
+    return realClick.call(this);
+  };
+
+  function curId() { return document.querySelector("section#item .meta").textContent.split(" \u00b7 ")[1]; }
+  function buttons() { return Array.prototype.slice.call(document.querySelectorAll("section#item .labels button")); }
+  function byText(t) { return buttons().filter(function (b) { return b.textContent.indexOf(t) === 0; })[0]; }
+  function msg() { return document.getElementById("msg").textContent; }
+  function finish() {
+    var pre = document.createElement("pre");
+    pre.id = "captured";
+    pre.textContent = encodeURIComponent(JSON.stringify(log));
+    document.body.appendChild(pre);
+  }
+
+  var steps = [], n = 0;
+  // items 1..3 by clicking the label buttons, 4..5 with the keyboard; the page advances itself
+  for (var i = 0; i < 5; i++) {
+    (function (useKeys) {
+      steps.push(function () {
+        var id = curId(), v = WANT[id];
+        log.seen.push(id);
+        if (useKeys) {
+          document.dispatchEvent(new KeyboardEvent("keydown", {key: keys[v], bubbles: true}));
+        } else {
+          byText(names[v]).click();
+        }
+        log.counts.push(document.getElementById("count").textContent);
+      });
+    })(i >= 3);
+  }
+  steps.push(function () {                 // a sixth item: label it, go back, clear it again
+    var id = curId();
+    log.seen.push(id);
+    byText(names[WANT[id]]).click();
+  });
+  steps.push(function () {
+    byText("\u2190 Prev").click();
+    log.after_prev = curId();
+    var b = document.querySelector("section#item .labels button.chosen");
+    log.chosen_before_clear = b ? b.textContent : null;
+    b.click();                              // clicking the chosen label clears it
+    log.counts.push(document.getElementById("count").textContent);
+  });
+  steps.push(function () {
+    document.getElementById("list").querySelectorAll("a")[0].click();   // nav: back to the first
+    log.nav_first = curId();
+    log.done_links = document.querySelectorAll("nav a.done").length;
+    document.getElementById("next-open").click();
+    log.next_open = curId();
+    document.getElementById("download").click();                          // no reviewer yet
+    log.msgs.push(msg());
+    var box = document.getElementById("reviewer");
+    box.value = "  Grace Hopper ";
+    box.dispatchEvent(new Event("input", {bubbles: true}));
+    document.getElementById("download").click();
+    log.msgs.push(msg());
+    if (!blobs.length) { log.errors.push("no blob"); finish(); return "stop"; }
+    blobs[blobs.length - 1].text().then(function (t) { log.payload = t; finish(); },
+                                        function (e) { log.errors.push(String(e)); finish(); });
+    return "stop";
+  });
+  function run() {
+    try {
+      if (steps[n++]() === "stop") { return; }
+    } catch (e) { log.errors.push("step " + (n - 1) + ": " + e); finish(); return; }
+    if (n < steps.length) { setTimeout(run, 400); } else { finish(); }
+  }
+  setTimeout(run, 100);
+})();
+</script>
+"""
+
+
+@pytest.mark.chromium
+@pytest.mark.skipif(not CHROMIUM.exists(),
+                    reason="/usr/bin/chromium not installed (CI installs Debian 'chromium')")
+def test_chromium_review_page_click_through_and_download(store, tmp_path):
+    """The real page in headless Chromium: label items with its buttons and keys, navigate,
+    download; the captured download imports with `import_labels`."""
+    R.export_pack(store, RUN, tmp_path / "pack", n=6, seed=2)
+    items = _items(store)
+    want = {iid: _blind(it, it["judge_label"]) for iid, it in items.items()}
+    html = (tmp_path / "pack" / "review.html").read_text(encoding="utf-8")
+    pack = json.loads(re.search(r'<script id="abtest-pack" type="application/json">(.*?)</script>',
+                                html, re.S).group(1))
+    order = [it["item_id"] for it in pack["items"]]
+    driver = _DRIVER.replace("__WANT__", json.dumps(want).replace("<", "\\u003c"))
+    page = tmp_path / "driven.html"
+    page.write_text(html.replace("</body>", driver + "</body>"), encoding="utf-8")
+    profile = tmp_path / "chromium-profile"
+    profile.mkdir()
+    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+           "--no-first-run", "--disable-background-networking", "--disable-component-update",
+           "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
+           "--virtual-time-budget=15000", "--dump-dom", page.as_uri()]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    m = re.search(r'<pre id="captured">([^<]*)</pre>', proc.stdout)
+    assert m, ("driver did not finish", proc.stdout[-2000:], proc.stderr[-2000:])
+    from urllib.parse import unquote
+
+    log = json.loads(unquote(m.group(1)))
+    assert log["errors"] == []
+    # the page showed the items in pack order and advanced by itself after each label
+    assert log["seen"] == order[:6]
+    assert log["counts"][:5] == [f"{k} / {len(order)} labelled" for k in range(1, 6)]
+    assert log["after_prev"] == order[5] and log["chosen_before_clear"]
+    assert log["counts"][5] == f"5 / {len(order)} labelled"       # the sixth label was cleared
+    assert log["nav_first"] == order[0] and log["done_links"] == 5
+    assert log["next_open"] == order[5]
+    assert log["msgs"][0] == "enter your name as reviewer first"
+    assert log["msgs"][1].startswith("saved 5 label(s)")
+    assert re.fullmatch(r"labels-[0-9a-f]{6}-[0-9a-f]{8}-Grace_Hopper\.json", log["download_name"])
+    payload = json.loads(log["payload"])
+    assert payload["format"] == R.DOWNLOAD_FORMAT and payload["reviewer"] == "Grace Hopper"
+    assert payload["pack_id"] == pack["pack_id"]
+    assert [(lab["item_id"], lab["label"]) for lab in payload["labels"]] == \
+        [(i, want[i]) for i in order[:5]]
+    # what the page would have saved imports, and lands in variant space
+    f = tmp_path / log["download_name"]
+    f.write_text(log["payload"], encoding="utf-8")
+    assert R.import_labels(store, RUN, f) == 5
+    stored = store.human_labels(RUN)
+    assert {lab["reviewer"] for lab in stored} == {"Grace Hopper"}
+    assert sorted((lab["item_id"], lab["label"]) for lab in stored) == \
+        sorted((i, items[i]["judge_label"]) for i in order[:5])
+    assert R.agreement(store, RUN)["overall"]["agreement"] == pytest.approx(1.0)

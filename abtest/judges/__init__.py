@@ -235,3 +235,37 @@ def rubric(gateway, spec, case: Case, judge: str, subject: str, values: dict[str
     return _row(case, judge, subject, call, verdict="scored" if v else None,
                 score=v.score if v else None, rationale=v.explanation if v else None,
                 prompt_sha=p.sha256, sample=sample)
+
+
+class GeneratedQuestions(BaseModel):
+    questions: list[str] = Field(json_schema_extra={"maxItems": 3, "items": {"type": "string",
+                                                                             "maxLength": 160}})
+
+
+def relevance_by_embedding(gateway, spec, case: Case, answer: str, variant: str, embed_fn) -> dict:
+    """Answer relevance: questions generated from the answer vs the real one (mean cosine)."""
+    import math
+
+    p = load_prompt("relevance_questions_v1")
+    call = ask_json(gateway, spec, p, {"answer": answer}, GeneratedQuestions,
+                    purpose="judge:relevance", case_id=case.id)
+    if call.value is None:
+        return _row(case, "relevance", variant, call, prompt_sha=p.sha256)
+    qs = [q.strip() for q in call.value.questions if q.strip()]
+    if not qs:
+        return _row(case, "relevance", variant, call, prompt_sha=p.sha256,
+                    error="judge generated no question")
+    try:
+        vecs = embed_fn([case.question, *qs])
+    except Exception as exc:  # the embedding endpoint failed: an error, never a score
+        return _row(case, "relevance", variant, call, prompt_sha=p.sha256,
+                    error=f"embedding failed: {type(exc).__name__}: {str(exc)[:120]}")
+
+    def cos(x, y):
+        nx, ny = math.sqrt(sum(a * a for a in x)), math.sqrt(sum(b * b for b in y))
+        return sum(a * b for a, b in zip(x, y)) / (nx * ny) if nx and ny else 0.0
+
+    sims = [cos(vecs[0], v) for v in vecs[1:]]
+    score = max(0.0, min(1.0, sum(sims) / len(sims)))
+    return _row(case, "relevance", variant, call, verdict="scored", score=score, prompt_sha=p.sha256,
+                result={"method": "embedding", "questions": qs, "similarities": sims})

@@ -247,6 +247,11 @@ def build_report(store, run_id: str, config=None) -> dict:
             m["no_claims"] = no_claims
             m["note_no_claims"] = ("answers with no factual claim (refusals) have no faithfulness "
                                    "score; their pair is dropped")
+        if judge == "relevance":
+            methods = {json.loads(j["result_json"]).get("method", "llm_rating") if j.get("result_json")
+                       else "llm_rating" for (cid, jj, _), j in jby.items() if jj == "relevance"}
+            m["method"] = "embedding (generated questions vs the question, cosine)" \
+                if methods == {"embedding"} else "LLM 0-1 rating (no embedding model configured)"
         if judge == "coverage":
             m["margin"] = cfg.noninferiority_margin
             if m["n"] >= 2 and m.get("p_value") is not None:

@@ -177,7 +177,8 @@ def render_markdown(r: dict) -> str:
         add("")
         add(tabulate(summaries, headers=["metric", "variant", "average", "median", "p25", "p75",
                                          "min", "max", "high (≥0.8)", "medium (0.6–0.8)",
-                                         "low (<0.6)"], tablefmt="github", disable_numparse=True))
+                                         "low (<0.6)"], tablefmt="github", disable_numparse=True,
+                     colalign=("left", "left") + ("right",) * 9))
         add("")
         add("Per-variant descriptive summaries over the paired questions of each metric; high / "
             "medium / low count answers scoring ≥ 0.8, 0.6–0.8 and < 0.6.")

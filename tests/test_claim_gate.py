@@ -1,0 +1,485 @@
+"""The licensed claim and the release gate, as pure functions of a report dict.
+
+Every claim test starts from one report in which everything holds and changes
+exactly one thing, so the single withheld reason names what changed. Gate tests
+do the same per rule. The last tests render the markdown of a real CLI run.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from abtest.cli import cli
+from abtest.gate import evaluate_gate
+from abtest.models import Config, Gates
+from abtest.report.build import licensed_claim
+from fakes import Brain, install
+
+CFG = Config()  # alpha 0.05, non-inferiority margin 0.02, review 30 labels / kappa 0.6
+
+_BASE = {
+    "kind": "frozen",
+    "status": "complete",
+    "n_finished": 40,
+    "unfinished_cases": [],
+    "comparison_kind": "prompt",
+    "pipeline_reasons": [],
+    "models": {"generator": {"requested": "openai/gpt-4o-mini",
+                             "resolved": ["gpt-4o-mini-2024-07-18"]},
+               "judge": {"requested": "openai/gpt-4o", "resolved": ["gpt-4o-2024-08-06"]}},
+    "self_judge": False,
+    "judge_validation": {"validated": True, "n_labels": 40, "min_labels": 30, "kappa": 0.72,
+                         "min_kappa": 0.6},
+    "golden": {"is_draft": False, "n_draft": 0, "n_cases": 40, "draft_ids": [], "note": None},
+    "metrics": {
+        "faithfulness": {"n": 40, "a": 0.87, "b": 0.95, "difference": 0.08, "ci_low": 0.03,
+                         "ci_high": 0.13, "p_value": 0.001, "p_holm": 0.004},
+        "coverage": {"n": 34, "a": 0.80, "b": 0.795, "difference": -0.005, "ci_low": -0.012,
+                     "ci_high": 0.002, "noninferiority": {"margin": 0.02, "ci_low_90": -0.011,
+                                                          "holds": True}},
+        "abstention": {
+            "answerable": {"n": 34, "a": 0.0, "b": 0.0, "difference": 0.0,
+                           "noninferiority": {"holds": True, "upper_90": 0.015, "margin": 0.02}},
+            "unanswerable": {"n": 6, "a": 0.5, "b": 1.0},
+        },
+        "checks": {"citation_accuracy": {"n": 30, "pass_rate_a": 0.8, "pass_rate_b": 0.95}},
+    },
+    "incidents": [],
+}
+
+
+def make_report(**overrides) -> dict:
+    """A fresh report in which the claim is licensed and the gate passes; top-level overrides."""
+    rep = copy.deepcopy(_BASE)
+    rep.update(copy.deepcopy(overrides))
+    return rep
+
+
+def claim(rep: dict) -> dict:
+    return licensed_claim(rep, CFG)
+
+
+def withheld(rep: dict) -> str:
+    """The claim is withheld for exactly one reason; return it."""
+    c = claim(rep)
+    assert c["licensed"] is False and c["sentence"] is None
+    assert len(c["reasons"]) == 1, c["reasons"]
+    return c["reasons"][0]
+
+
+def gate(rep: dict) -> dict:
+    return evaluate_gate(rep, Gates())
+
+
+def rule(g: dict, name: str) -> dict:
+    return next(r for r in g["rules"] if r["name"] == name)
+
+
+# --------------------------------------------------------------------------- licensed claim
+
+
+def test_licensed_when_everything_holds():
+    c = claim(make_report())
+    assert c["licensed"] is True and c["reasons"] == []
+    s = c["sentence"]
+    assert s.startswith("Given these contexts, variant B was more faithful and no less complete "
+                        "than A, paired over 40 questions")
+    assert "faithfulness +0.080" in s and "0.030 to 0.130" in s and "Holm p = 0.004" in s
+    assert "human sample of 40" in s and "kappa 0.720" in s
+
+
+def test_holm_p_equal_to_alpha_is_significant():
+    rep = make_report()
+    rep["metrics"]["faithfulness"]["p_holm"] = CFG.alpha  # reject when p_holm <= alpha
+    assert claim(rep)["licensed"] is True
+
+
+def test_not_significant_when_holm_p_above_alpha():
+    rep = make_report()
+    rep["metrics"]["faithfulness"]["p_holm"] = 0.2
+    r = withheld(rep)
+    assert r.startswith("not significant: faithfulness B − A = +0.080")
+    assert "Holm p = 0.200" in r and "95% CI 0.030 to 0.130" in r
+
+
+def test_not_significant_when_difference_negative_even_with_small_p():
+    rep = make_report()
+    rep["metrics"]["faithfulness"].update(difference=-0.04, ci_low=-0.07, ci_high=-0.01,
+                                          p_holm=0.001)
+    r = withheld(rep)
+    assert r.startswith("not significant: faithfulness B − A = -0.040")
+
+
+def test_not_significant_when_holm_p_missing():
+    rep = make_report()
+    rep["metrics"]["faithfulness"]["p_holm"] = None
+    assert "Holm p = n/a" in withheld(rep)
+
+
+def test_withheld_when_faithfulness_not_measured():
+    rep = make_report()
+    del rep["metrics"]["faithfulness"]
+    assert withheld(rep).startswith("faithfulness was not measured")
+
+
+def test_coverage_fell():
+    rep = make_report()
+    rep["metrics"]["coverage"].update(difference=-0.06, noninferiority={"margin": 0.02,
+                                                                       "holds": False})
+    r = withheld(rep)
+    assert r.startswith("coverage fell or is not shown non-inferior: B − A = -0.060")
+    assert "margin 0.02" in r
+
+
+def test_coverage_without_noninferiority_result_is_not_shown_noninferior():
+    rep = make_report()
+    del rep["metrics"]["coverage"]["noninferiority"]  # e.g. fewer than 2 pairs
+    assert withheld(rep).startswith("coverage fell or is not shown non-inferior")
+
+
+def test_coverage_not_measured():
+    rep = make_report()
+    del rep["metrics"]["coverage"]
+    assert withheld(rep).startswith("coverage was not measured")
+
+
+def test_answerable_refusals_rose():
+    rep = make_report()
+    rep["metrics"]["abstention"]["answerable"].update(
+        difference=0.1, noninferiority={"holds": False, "upper_90": 0.18, "margin": 0.02})
+    r = withheld(rep)
+    assert r.startswith("answerable refusals rose: B − A = 0.100")
+    assert "90% upper limit 0.180 ≥ margin 0.02" in r
+
+
+def test_answerable_refusals_not_shown_not_to_rise():
+    rep = make_report()
+    rep["metrics"]["abstention"]["answerable"]["noninferiority"].update(holds=False, upper_90=0.09)
+    assert withheld(rep).startswith("answerable refusals not shown not to rise")
+
+
+def test_judge_not_validated():
+    rep = make_report()
+    rep["judge_validation"].update(validated=False, n_labels=12, kappa=0.4)
+    r = withheld(rep)
+    assert r == "judge not validated: 12 human label(s) (need 30), kappa 0.400 (need ≥ 0.6)"
+
+
+def test_judge_not_validated_without_labels():
+    rep = make_report()
+    rep["judge_validation"].update(validated=False, n_labels=0, kappa=None)
+    assert "0 human label(s)" in withheld(rep) and "kappa n/a" in withheld(rep)
+
+
+def test_self_judging():
+    assert withheld(make_report(self_judge=True)).startswith(
+        "self-judging: the judge model is the generator model")
+
+
+def test_pipeline_change():
+    rep = make_report(comparison_kind="pipeline_change",
+                      pipeline_reasons=["variant B overrides context_template"])
+    r = withheld(rep)
+    assert r.startswith("pipeline change:")
+    assert "re-measure end to end; the frozen claim does not apply" in r
+    assert "(variant B overrides context_template)" in r
+
+
+def test_model_comparison():
+    r = withheld(make_report(comparison_kind="model"))
+    assert r.startswith("model comparison:") and "not a prompt comparison" in r
+
+
+def test_incomplete_run():
+    r = withheld(make_report(status="incomplete", unfinished_cases=["q3", "q7"]))
+    assert r == "incomplete run: 2 case(s) unfinished"
+
+
+@pytest.mark.parametrize("role", ["generator", "judge"])
+def test_model_version_drift(role):
+    rep = make_report()
+    rep["models"][role]["resolved"] = ["m-2024-07-18", "m-2024-11-20"]
+    assert withheld(rep) == (f"model version drift: the {role} resolved to "
+                             "m-2024-07-18, m-2024-11-20")
+
+
+def test_unconfirmed_drafts():
+    note = ("3 of 40 questions are unconfirmed drafts (model-written, not yet checked by a person; "
+            "confirm with `abtest golden confirm`, then re-capture)")
+    rep = make_report(golden={"is_draft": True, "n_draft": 3, "n_cases": 40,
+                              "draft_ids": ["q1", "q2", "q3"], "note": note})
+    assert withheld(rep) == note
+
+
+def test_golden_none_is_not_a_draft():
+    assert claim(make_report(golden=None))["licensed"] is True
+
+
+def test_several_problems_list_every_reason():
+    rep = make_report(self_judge=True, comparison_kind="model")
+    rep["judge_validation"]["validated"] = False
+    reasons = claim(rep)["reasons"]
+    assert len(reasons) == 3
+    assert [r.split(":")[0] for r in reasons] == ["model comparison", "self-judging",
+                                                  "judge not validated"]
+
+
+@pytest.mark.parametrize("rep", [make_report(), make_report(self_judge=True),
+                                 make_report(comparison_kind="pipeline_change",
+                                             pipeline_reasons=["retriever changed"])])
+def test_frozen_claim_never_claims_end_to_end(rep):
+    c = claim(rep)
+    assert c["scope"].startswith("frozen:")
+    assert "never an end-to-end claim" in c["scope"]
+    if c["licensed"]:
+        s = c["sentence"].lower()
+        assert s.startswith("given these contexts")
+        assert "end to end" not in s and "end-to-end" not in s
+
+
+# --------------------------------------------------------------------------- gate
+
+
+def test_gate_passes_frozen_run_with_unmeasurable_rules_not_applicable():
+    g = gate(make_report())
+    assert g["decision"] == "PASS" and g["exit_code"] == 0 and g["reasons"] == []
+    for name in ("context_precision", "context_recall", "p95_latency_ms"):
+        r = rule(g, name)
+        assert r["status"] == "not_applicable" and r["value"] is None  # never a default pass
+        assert "live" in r["note"]
+    assert rule(g, "answer_relevance")["status"] == "not_applicable"
+    for name in ("faithfulness", "out_of_scope", "citation_accuracy"):
+        assert rule(g, name)["status"] == "pass"
+    assert g["incidents_b"] == 0
+
+
+def test_gate_fails_on_faithfulness_below_090():
+    rep = make_report()
+    rep["metrics"]["faithfulness"]["b"] = 0.89
+    g = gate(rep)
+    assert g["decision"] == "FAIL" and g["exit_code"] == 1
+    assert rule(g, "faithfulness")["status"] == "fail"
+    assert g["reasons"] == ["faithfulness: 0.890 vs threshold 0.9"]
+
+
+def test_gate_faithfulness_at_threshold_passes():
+    rep = make_report()
+    rep["metrics"]["faithfulness"]["b"] = 0.90
+    assert gate(rep)["decision"] == "PASS"
+
+
+def test_gate_fails_without_out_of_scope_cases():
+    rep = make_report()
+    rep["metrics"]["abstention"]["unanswerable"] = {"n": 0, "a": None, "b": None}
+    g = gate(rep)
+    assert g["decision"] == "FAIL" and g["exit_code"] == 1
+    assert rule(g, "out_of_scope")["status"] == "fail"
+    assert len(g["reasons"]) == 1 and g["reasons"][0].startswith("out_of_scope: no out-of-scope")
+
+
+def test_gate_fails_without_abstention_metric_at_all():
+    rep = make_report()
+    del rep["metrics"]["abstention"]
+    g = gate(rep)
+    assert g["exit_code"] == 1 and rule(g, "out_of_scope")["status"] == "fail"
+
+
+def test_gate_fails_when_out_of_scope_refusal_rate_below_one():
+    rep = make_report()
+    rep["metrics"]["abstention"]["unanswerable"]["b"] = 5 / 6
+    g = gate(rep)
+    assert g["decision"] == "FAIL" and g["exit_code"] == 1
+    assert g["reasons"] == ["out_of_scope: 0.833 vs threshold 1.0"]
+
+
+def test_gate_fails_on_citation_accuracy_below_090():
+    rep = make_report()
+    rep["metrics"]["checks"]["citation_accuracy"]["pass_rate_b"] = 0.85
+    g = gate(rep)
+    assert g["decision"] == "FAIL" and g["exit_code"] == 1
+    assert g["reasons"] == ["citation_accuracy: 0.850 vs threshold 0.9"]
+
+
+def test_gate_citation_accuracy_not_applicable_without_expected_citations():
+    rep = make_report()
+    rep["metrics"]["checks"]["citation_accuracy"] = {"n": 0, "pass_rate_a": None,
+                                                     "pass_rate_b": None}
+    g = gate(rep)
+    r = rule(g, "citation_accuracy")
+    assert r["status"] == "not_applicable" and "expected_citations" in r["note"]
+    assert g["decision"] == "PASS"
+
+
+def _incident(variant):
+    return {"case_id": "q9", "variant": variant, "faithfulness": 0.5, "question": "?",
+            "answer": "!", "unsupported": [], "context_ids": []}
+
+
+def test_gate_fails_on_hallucination_incident_in_b():
+    g = gate(make_report(incidents=[_incident("B")]))
+    assert g["decision"] == "FAIL" and g["exit_code"] == 1 and g["incidents_b"] == 1
+    assert g["reasons"] == ["1 hallucination incident(s) in B (faithfulness < 0.85)"]
+
+
+def test_gate_ignores_incident_in_a_alone():
+    g = gate(make_report(incidents=[_incident("A")]))
+    assert g["decision"] == "PASS" and g["exit_code"] == 0 and g["incidents_b"] == 0
+
+
+def test_gate_incomplete_even_if_everything_else_passes():
+    g = gate(make_report(status="incomplete", unfinished_cases=["q3"]))
+    assert g["decision"] == "INCOMPLETE" and g["exit_code"] == 3
+    assert g["reasons"][0].startswith("incomplete run: 1 case(s) unfinished")
+    assert all(r["status"] != "fail" for r in g["rules"])
+
+
+def test_gate_incomplete_outranks_fail():
+    rep = make_report(status="incomplete", unfinished_cases=["q3"])
+    rep["metrics"]["faithfulness"]["b"] = 0.5
+    g = gate(rep)
+    assert g["exit_code"] == 3 and g["reasons"][0].startswith("incomplete run")
+    assert any(r.startswith("faithfulness") for r in g["reasons"])
+
+
+def test_gate_answer_relevance_not_applicable_without_relevance_judge():
+    r = rule(gate(make_report()), "answer_relevance")
+    assert r["status"] == "not_applicable" and r["note"] == "relevance judge not enabled"
+
+
+def test_gate_answer_relevance_passes_when_present_and_high_enough():
+    rep = make_report()
+    rep["metrics"]["relevance"] = {"n": 40, "a": 0.8, "b": 0.85, "difference": 0.05}
+    g = gate(rep)
+    assert rule(g, "answer_relevance")["status"] == "pass" and g["exit_code"] == 0
+
+
+def test_gate_fails_on_answer_relevance_below_080():
+    rep = make_report()
+    rep["metrics"]["relevance"] = {"n": 40, "a": 0.8, "b": 0.75, "difference": -0.05}
+    g = gate(rep)
+    assert g["decision"] == "FAIL" and g["exit_code"] == 1
+    assert g["reasons"] == ["answer_relevance: 0.750 vs threshold 0.8"]
+
+
+def live_report(precision=0.9, recall=0.9, p95=1200.0):
+    rep = make_report(kind="live", comparison_kind="live")
+    rep["metrics"]["retrieval"] = {"context_precision": {"n": 40, "a": 0.7, "b": precision},
+                                   "context_recall": {"n": 40, "a": 0.7, "b": recall}}
+    rep["metrics"]["latency"] = {"p50_ms_b": 600.0, "p95_ms_b": p95}
+    return rep
+
+
+def test_gate_live_evaluates_retrieval_and_latency_and_passes():
+    g = gate(live_report())
+    assert g["decision"] == "PASS" and g["exit_code"] == 0
+    assert rule(g, "context_precision") == {"name": "context_precision", "value": 0.9,
+                                            "threshold": 0.75, "op": ">=", "status": "pass"}
+    assert rule(g, "context_recall")["status"] == "pass"
+    r = rule(g, "p95_latency_ms")
+    assert r["status"] == "pass" and r["value"] == 1200.0 and r["op"] == "<"
+
+
+@pytest.mark.parametrize("kwargs,name,reason", [
+    ({"precision": 0.6}, "context_precision", "context_precision: 0.600 vs threshold 0.75"),
+    ({"recall": 0.7}, "context_recall", "context_recall: 0.700 vs threshold 0.75"),
+    ({"p95": 6200.0}, "p95_latency_ms", "p95_latency_ms: 6200.000 vs threshold 5000"),
+    ({"p95": 5000.0}, "p95_latency_ms", "p95_latency_ms: 5000.000 vs threshold 5000"),
+])
+def test_gate_live_fails_each_live_rule(kwargs, name, reason):
+    g = gate(live_report(**kwargs))
+    assert g["decision"] == "FAIL" and g["exit_code"] == 1
+    assert rule(g, name)["status"] == "fail"
+    assert g["reasons"] == [reason]
+
+
+def test_gate_live_without_retrieval_data_is_not_applicable_not_passed():
+    rep = make_report(kind="live")
+    g = gate(rep)
+    for name in ("context_precision", "context_recall", "p95_latency_ms"):
+        assert rule(g, name)["status"] == "not_applicable"
+
+
+def test_gate_frozen_ignores_live_only_numbers():
+    rep = live_report(precision=0.1, recall=0.1, p95=99999.0)
+    rep["kind"] = "frozen"
+    g = gate(rep)
+    assert g["decision"] == "PASS"
+    for name in ("context_precision", "context_recall", "p95_latency_ms"):
+        assert rule(g, name)["status"] == "not_applicable"
+
+
+def test_gate_reasons_name_every_failing_rule():
+    rep = make_report(incidents=[_incident("B")])
+    rep["metrics"]["faithfulness"]["b"] = 0.8
+    rep["metrics"]["checks"]["citation_accuracy"]["pass_rate_b"] = 0.5
+    g = gate(rep)
+    assert g["exit_code"] == 1
+    names = [r.split(":")[0] for r in g["reasons"]]
+    assert names[:2] == ["faithfulness", "citation_accuracy"]
+    assert "hallucination incident" in g["reasons"][2]
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def invoke(*args):
+    r = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return r.exit_code, r.stdout, r.stderr
+
+
+def _summary_table(md: str) -> list[list[str]]:
+    lines = md.splitlines()
+    start = lines.index("### Score summaries")
+    assert start > lines.index("## Metric scores") and start < lines.index("## Gate decision")
+    table = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        table.append([c.strip() for c in line.strip("|").split("|")])
+    return table
+
+
+def test_markdown_has_score_summaries_table(project):
+    install(Brain())
+    code, out, err = invoke("run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                            "--b", "variants/b.yaml")
+    assert code == 0, err
+    run_id = out.strip().splitlines()[-1]
+    rep = json.loads(invoke("report", run_id, "--format", "json")[1])
+    code, md, _ = invoke("report", run_id)
+    assert code == 0
+    table = _summary_table(md)
+    assert table[0] == ["metric", "variant", "average", "median", "p25", "p75", "min", "max",
+                        "high (≥0.8)", "medium (0.6–0.8)", "low (<0.6)"]
+    rows = {(r[0], r[1]): r for r in table[2:]}  # skip the |---| rule
+    expected = [k for k in ("faithfulness", "coverage", "quality", "relevance", "conformance")
+                if (rep["metrics"].get(k) or {}).get("summary_a")]
+    assert "faithfulness" in expected
+    assert sorted({k for k, _ in rows}) == sorted(expected)
+    for key in expected:
+        for v in ("A", "B"):
+            s = rep["metrics"][key][f"summary_{v.lower()}"]
+            row = rows[(key, v)]
+            assert row[2] == f"{s['average']:.3f}" and row[3] == f"{s['median']:.3f}"
+            assert row[6] == f"{s['min']:.3f}" and row[7] == f"{s['max']:.3f}"
+            assert [int(x) for x in row[8:11]] == [s["high"], s["medium"], s["low"]]
+            assert s["high"] + s["medium"] + s["low"] == s["n"]
+
+
+def test_score_summaries_skip_absent_metrics():
+    from abtest.report.markdown import _score_summaries
+
+    summ = {"n": 2, "n_missing": 0, "average": 0.75, "median": 0.75, "p25": 0.625, "p75": 0.875,
+            "min": 0.5, "max": 1.0, "high": 1, "medium": 0, "low": 1}
+    m = {"faithfulness": {"n": 2, "summary_a": summ, "summary_b": summ},
+         "coverage": {"n": 0, "note": "no case has a score on both sides"},  # no summaries
+         "conformance": None,  # build_report sets this default
+         "pairwise": {"n": 2, "summary_a": summ}}  # not a continuous metric
+    rows = _score_summaries(m)
+    assert [r[:2] for r in rows] == [["faithfulness", "A"], ["faithfulness", "B"]]
+    assert rows[0][2:] == ["0.750", "0.750", "0.625", "0.875", "0.500", "1.000", "1", "0", "1"]
+    assert _score_summaries({}) == []
