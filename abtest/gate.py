@@ -24,7 +24,12 @@ def evaluate_gate(report: dict, gates: Gates) -> dict:
     live = report.get("kind") == "live"
     rules = []
     f = m.get("faithfulness") or {}
-    rules.append(_rule("faithfulness", f.get("b"), gates.faithfulness, ">="))
+    if f.get("b") is None:
+        rules.append({"name": "faithfulness", "value": None, "threshold": gates.faithfulness,
+                      "status": "fail", "note": "faithfulness not measured: the gate cannot pass "
+                      "without it"})
+    else:
+        rules.append(_rule("faithfulness", f.get("b"), gates.faithfulness, ">="))
     rel = m.get("relevance") or m.get("answer_relevance") or {}
     rules.append(_rule("answer_relevance", rel.get("b"), gates.answer_relevance, ">=",
                        note=None if rel else "relevance judge not enabled"))

@@ -483,3 +483,19 @@ def test_score_summaries_skip_absent_metrics():
     assert [r[:2] for r in rows] == [["faithfulness", "A"], ["faithfulness", "B"]]
     assert rows[0][2:] == ["0.750", "0.750", "0.625", "0.875", "0.500", "1.000", "1", "0", "1"]
     assert _score_summaries({}) == []
+
+
+def test_gate_fails_when_faithfulness_not_measured():
+    rep = make_report()
+    rep["metrics"].pop("faithfulness")
+    g = evaluate_gate(rep, Gates())
+    assert g["decision"] == "FAIL" and any("faithfulness" in r for r in g["reasons"])
+
+
+def test_claim_withheld_when_coverage_has_no_pairs():
+    from abtest.models import Config
+
+    rep = make_report()
+    rep["metrics"]["coverage"] = {"difference": None, "n": 0}
+    c = licensed_claim(rep, Config())
+    assert not c["licensed"] and any("coverage was not measured" in r for r in c["reasons"])

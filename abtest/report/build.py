@@ -535,6 +535,8 @@ def licensed_claim(report: dict, cfg) -> dict:
                            f"{c['difference']:+.3f}, margin {cfg.noninferiority_margin}")
     elif c is None:
         reasons.append("coverage was not measured (no key points or reference answers)")
+    else:
+        reasons.append("coverage was not measured on any complete pair")
     ab = (m.get("abstention") or {}).get("answerable") or {}
     ni = ab.get("noninferiority")
     if ni and not ni.get("holds"):

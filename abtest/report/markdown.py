@@ -143,7 +143,7 @@ def render_markdown(r: dict) -> str:
                          _f(mm["difference"], signed=True), _ci(mm), mm["test"], _f(mm["p_value"]),
                          _f(mm.get("p_holm"))])
     add(tabulate(rows, headers=["metric", "N", "A", "B", "B − A", "95% CI", "test", "p", "Holm p"],
-                 tablefmt="github"))
+                 tablefmt="github", disable_numparse=True))
     add("")
     add("Pairwise A/B columns are win rates with ties counted half; abstention columns are rates "
         "(lower is better on answerable cases, higher on unanswerable). CIs are unadjusted; Holm "
