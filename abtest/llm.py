@@ -318,7 +318,6 @@ class Gateway:
                 res = LLMResult(content=None, error=_describe(exc), latency_ms=latency, call_hash=h,
                                 retryable=_retryable(litellm, exc), retry_after=_retry_after(exc))
             res.attempts = attempt_no
-            self._log(res, spec, purpose, case_id, attempt_no)
             if res.error is None and self.store is not None:
                 self.store.put_cache({
                     "call_hash": h, "model_requested": spec.model,
@@ -326,6 +325,7 @@ class Gateway:
                     "system_fingerprint": res.system_fingerprint, "content": res.content,
                     "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
                     "cost": res.cost, "latency_ms": res.latency_ms})
+        self._log(res, spec, purpose, case_id, attempt_no)  # the log row need not hold a slot
         return res
 
     def _wait(self, state) -> float:

@@ -66,13 +66,16 @@ def responder(body: dict):
     fmt = (body.get("response_format") or {}).get("json_schema") or {}
     name = fmt.get("name")
     prompt = body["messages"][-1]["content"]
-    if name is None:
-        return "Fact number 1 says that 1 is a number. [c1-0]"
+    if name is None:  # the two variants answer differently, as real ones do
+        system = body["messages"][0]["content"] if body["messages"][0]["role"] == "system" else ""
+        if "Cite chunks" in system:
+            return "Fact number 1 says that 1 is a number. [c1-0]"
+        return "It says that 1 is a number, as fact number 1 explains."
     if name == "pairwiseverdict":
         return json.dumps({"winner": "1" if "[" in _tag(prompt, "response_1") else "2",
                            "margin": 0.6, "rationale": "cites"})
     if name == "claims":
-        return json.dumps({"claims": ["Fact number 1 says that 1 is a number."]})
+        return json.dumps({"claims": [_tag(prompt, "answer").split(" [")[0][:80]]})
     if name == "claimverdicts":
         n = len(re.findall(r"^\d+\. ", _tag(prompt, "claims"), re.M))
         return json.dumps({"verdicts": {str(i + 1): {"verdict": "supported", "chunk_id": None}
