@@ -72,7 +72,7 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 14, model: str 
 
     t0 = time.monotonic()
     preload()
-    d = Path(directory)
+    d = Path(directory).resolve()
     d.mkdir(parents=True, exist_ok=True)
     cfg_path = d / "abtest.yaml"
     if not cfg_path.exists():

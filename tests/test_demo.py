@@ -37,10 +37,12 @@ def test_demo_with_live_on_a_scripted_model(tmp_path, monkeypatch):
     assert h.exit_code == 0 and run_id in h.stdout
 
 
-def test_demo_all_judges_shows_every_score(tmp_path):
+def test_demo_all_judges_shows_every_score(tmp_path, monkeypatch):
     install(Brain())
+    monkeypatch.chdir(tmp_path)
     d = tmp_path / "demo"
-    r = CliRunner().invoke(cli, ["demo", str(d), "--n", "4", "--model", "fake/gen", "--all-judges"])
+    # a relative directory, as a user types it
+    r = CliRunner().invoke(cli, ["demo", "demo", "--n", "4", "--model", "fake/gen", "--all-judges"])
     assert r.exit_code == 0, (r.stdout, r.stderr)
     run_id = r.stdout.split("run id: ")[1].split()[0]
     rep = json.loads((d / "results" / f"report-{run_id}.json").read_text())
