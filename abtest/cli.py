@@ -84,7 +84,7 @@ def init(directory):
 
 @cli.command()
 @click.argument("directory", default="abtest-demo", type=click.Path(file_okay=False))
-@click.option("--n", "n_questions", default=14, show_default=True,
+@click.option("--n", "n_questions", default=12, show_default=True,
               help="Questions in the demo fixture (half answerable, half not).")
 @click.option("--model", default=None, help="Use this litellm model instead of the embedded one.")
 @click.option("--live", is_flag=True,

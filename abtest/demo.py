@@ -27,6 +27,7 @@ max_input_tokens: 2048
 context_template: "[{{ chunk.id }}] {{ chunk.text }}"
 store: results/abtest.duckdb
 judges: [pairwise, faithfulness, coverage, abstention]
+max_claims: 3
 allow_self_judge: true
 """
 
@@ -59,7 +60,7 @@ def pick_questions(n: int) -> list[dict]:
     return out
 
 
-def run_demo(directory: str | os.PathLike, *, n_questions: int = 14, model: str | None = None,
+def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str | None = None,
              k: int = 2, live: bool = False, all_judges: bool = False, progress=print) -> int:
     from .config import load_config
     from .fixtures import capture, load_questions

@@ -597,7 +597,8 @@ def judge_question(gw, cfg, store, run_id: str, q: dict, items: dict[str, dict],
     for v in VARIANTS:
         case, ans = cases[v], answers[v]
         if "faithfulness" in js:
-            row, claims = J.faithfulness(gw, spec, case, ans, v, refusal=looks_like_refusal(ans))
+            row, claims = J.faithfulness(gw, spec, case, ans, v, refusal=looks_like_refusal(ans),
+                                         max_claims=cfg.max_claims)
             put(row, claims)
         if "abstention" in js:
             put(J.abstention(gw, spec, case, ans, v))

@@ -195,6 +195,7 @@ class Config(Strict):
     seed: int = 0
     embedding: ModelSpec | None = Field(default=None, description="local retriever: vector search + RRF")
     reranker: ModelSpec | None = Field(default=None, description="local retriever: optional rerank")
+    max_claims: int = Field(default=8, ge=1, le=30, description="claims extracted per answer")
     judge_repeats: int = Field(default=0, ge=0, le=10, description="re-ask a sample K times")
     judge_repeat_cases: int = Field(default=10, ge=1)
 

@@ -284,7 +284,8 @@ def _judge_case(gw, lc: LoadedConfig, store, run_id: str, case: Case, answers: d
         ans = answers[v]
         if "faithfulness" in js:
             tasks.append(lambda v=v, ans=ans: [J.faithfulness(gw, spec, case, ans, v,
-                                                              refusal=looks_like_refusal(ans))])
+                                                              refusal=looks_like_refusal(ans),
+                                                              max_claims=cfg.max_claims)])
         if "abstention" in js:
             tasks.append(lambda v=v, ans=ans: [(J.abstention(gw, spec, case, ans, v), None)])
         if "coverage" in js and case.answerable:

@@ -22,8 +22,7 @@ class PairwiseVerdict(BaseModel):
 
 
 class Claims(BaseModel):
-    claims: list[str] = Field(json_schema_extra={"maxItems": 5, "items": {"type": "string",
-                                                                          "maxLength": 120}})
+    claims: list[str] = Field(json_schema_extra={"items": {"type": "string", "maxLength": 160}})
 
 
 class Verdict(BaseModel):
@@ -119,18 +118,21 @@ def pairwise(gateway, spec, case: Case, answer_a: str, answer_b: str, *, sample:
 
 
 def faithfulness(gateway, spec, case: Case, answer: str, variant: str, *,
-                 refusal: bool) -> tuple[dict, list[dict]]:
+                 refusal: bool, max_claims: int = 8) -> tuple[dict, list[dict]]:
     """Claim-level: extract atomic claims, then verify them all in one call."""
     pe, pv = load_prompt("claims_extract_v1"), load_prompt("claims_verify_v1")
     sha = f"{pe.sha256[:16]}+{pv.sha256[:16]}"
     if refusal:
         return _row(case, "faithfulness", variant, None, verdict="no_claims", prompt_sha=sha,
                     rationale="refusal: no factual claims"), []
-    ext = ask_json(gateway, spec, pe, {"question": case.question, "answer": answer}, Claims,
-                   purpose="judge:claims", case_id=case.id)
+    schema = Claims.model_json_schema()
+    schema["properties"]["claims"]["maxItems"] = max_claims
+    ext = ask_json(gateway, spec, pe, {"question": case.question, "answer": answer,
+                                       "max_claims": str(max_claims)}, Claims,
+                   purpose="judge:claims", case_id=case.id, schema=schema)
     if ext.value is None:
         return _row(case, "faithfulness", variant, ext, prompt_sha=sha), []
-    claims = [c.strip() for c in ext.value.claims if c and c.strip()]
+    claims = [c.strip() for c in ext.value.claims if c and c.strip()][:max_claims]
     if not claims:
         return _row(case, "faithfulness", variant, ext, verdict="no_claims", prompt_sha=sha,
                     rationale="no factual claims extracted"), []
