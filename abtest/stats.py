@@ -569,12 +569,18 @@ def tango_score_test(n11: int, n10: int, n01: int, n00: int, delta0: float) -> T
 
 # --------------------------------------------------------------------------- §5 Holm
 
-@dataclass(frozen=True)
-class HolmResult:
+class HolmResult(tuple):
+    """The Holm-adjusted p-values in input order (a tuple), with the details as attributes."""
+
     p_values: tuple[float, ...]
-    p_adjusted: tuple[float, ...]   # input order
+    p_adjusted: tuple[float, ...]   # input order (the tuple itself)
     reject: tuple[bool, ...]
     alpha: float
+
+    def __new__(cls, p_values, p_adjusted, reject, alpha):
+        obj = super().__new__(cls, p_adjusted)
+        obj.p_values, obj.p_adjusted, obj.reject, obj.alpha = p_values, p_adjusted, reject, alpha
+        return obj
 
 
 def holm(pvalues: Sequence[float], alpha: float = 0.05) -> HolmResult:
@@ -655,6 +661,11 @@ class RequiredN:
     d_z: float | None           # standardized effect used (None for Connor)
     alpha: float
     power: float
+
+    def __int__(self) -> int:   # usable where a plain number of pairs is expected
+        return self.n
+
+    __index__ = __int__
 
 
 @dataclass(frozen=True)

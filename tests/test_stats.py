@@ -330,3 +330,13 @@ def test_summary():
     assert s.median == 0.7 and s.p25 == pytest.approx(0.6) and s.p75 == pytest.approx(0.8)
     assert s.average == pytest.approx(0.7) and (s.min, s.max) == (0.5, 0.9)
     assert S.summary([]).average is None
+
+
+def test_holm_result_is_the_adjusted_pvalues_in_input_order():
+    h = stats.holm([0.01, 0.04, 0.03, 0.005])
+    assert list(h) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert h.reject == (True, False, False, True)
+
+
+def test_required_n_usable_as_a_number():
+    assert int(stats.required_n(d_z=1.5, power=0.95)) == 8
