@@ -333,10 +333,10 @@ def test_summary():
 
 
 def test_holm_result_is_the_adjusted_pvalues_in_input_order():
-    h = stats.holm([0.01, 0.04, 0.03, 0.005])
+    h = S.holm([0.01, 0.04, 0.03, 0.005])
     assert list(h) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert h.reject == (True, False, False, True)
 
 
 def test_required_n_usable_as_a_number():
-    assert int(stats.required_n(d_z=1.5, power=0.95)) == 8
+    assert int(S.required_n(d_z=1.5, power=0.95)) == 8
