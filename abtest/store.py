@@ -190,6 +190,23 @@ class Store:
             names = [d[0] for d in cur.description]
             return [dict(zip(names, r)) for r in cur.fetchall()]
 
+    def bulk_insert(self, table: str, rows: list[dict[str, Any]]) -> None:
+        """Many rows of one table in one transaction (imports, synthetic benchmarks)."""
+        if not rows:
+            return
+        if table not in self.RUN_TABLES:
+            raise ValueError(f"not a run table: {table}")
+        cols = list(rows[0])
+        sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+        with self.lock:
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                self.con.executemany(sql, [[r.get(c) for c in cols] for r in rows])
+                self.con.execute("COMMIT")
+            except Exception:
+                self.con.execute("ROLLBACK")
+                raise
+
     def query(self, sql: str, params: Iterable = ()) -> list[dict[str, Any]]:
         """Read-only SQL for users and the export command."""
         return self._rows(sql, params)

@@ -185,7 +185,9 @@ def build_report(store, run_id: str, config=None) -> dict:
     not_started = [cid for cid in all_ids if cid not in started]
     unfinished = sorted(set(errors_by_case) | set(not_started)
                         | {cid for cid in started if (cid, "A") not in gen_by or (cid, "B") not in gen_by})
-    finished = [cid for cid in all_ids if cid not in set(unfinished)]
+    unfinished_set = set(unfinished)
+    finished = [cid for cid in all_ids if cid not in unfinished_set]
+    finished_set = set(finished)
     status = "complete" if not unfinished and run["status"] == "complete" else "incomplete"
 
     def score(judge: str, v: str) -> dict[str, float | None]:
@@ -285,7 +287,7 @@ def build_report(store, run_id: str, config=None) -> dict:
     res_a: dict[str, list] = defaultdict(list)
     res_b: dict[str, list] = defaultdict(list)
     for c in checks:
-        if c["case_id"] in set(finished):
+        if c["case_id"] in finished_set:
             (res_a if c["variant"] == "A" else res_b)[c["case_id"]].append(
                 {"name": c["name"], "passed": c["passed"]})
     table = paired_check_table(res_a, res_b)
@@ -393,12 +395,13 @@ def _length_bias(outcomes: dict, ids: list[str], len_a: list[int], len_b: list[i
     import warnings
 
     import numpy as np
-    import statsmodels.api as sm
+    from statsmodels.discrete.discrete_model import Logit
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            fit = sm.Logit(np.array(ys), sm.add_constant(np.array(xs))).fit(disp=0)
+            exog = np.column_stack([np.ones(len(xs)), np.array(xs)])
+            fit = Logit(np.array(ys), exog).fit(disp=0)
         except Exception as exc:  # perfect separation etc.
             return {"n": len(ys), "note": f"logistic fit failed: {type(exc).__name__}"}
     return {"n": len(ys), "coef_per_100_chars": float(fit.params[1]),
