@@ -345,7 +345,8 @@ class Store:
         return out
 
     # -- human review -----------------------------------------------------
-    def put_review_items(self, rows: list[dict[str, Any]]) -> None:
+    def _upsert_many(self, table: str, rows: list[dict[str, Any]]) -> None:
+        """All rows or none (labels are imported all-or-nothing)."""
         with self.lock:
             self.con.execute("BEGIN TRANSACTION")
             try:
@@ -354,31 +355,21 @@ class Store:
                     r.setdefault("created_at", _now())
                     cols = list(r)
                     self.con.execute(
-                        f"INSERT OR REPLACE INTO review_items ({', '.join(cols)}) "
+                        f"INSERT OR REPLACE INTO {table} ({', '.join(cols)}) "
                         f"VALUES ({', '.join('?' * len(cols))})", [r[c] for c in cols])
                 self.con.execute("COMMIT")
             except Exception:
                 self.con.execute("ROLLBACK")
                 raise
+
+    def put_review_items(self, rows: list[dict[str, Any]]) -> None:
+        self._upsert_many("review_items", rows)
 
     def review_items(self, run_id: str) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM review_items WHERE run_id = ? ORDER BY item_id", [run_id])
 
     def put_human_labels(self, rows: list[dict[str, Any]]) -> None:
-        with self.lock:
-            self.con.execute("BEGIN TRANSACTION")
-            try:
-                for r in rows:
-                    r = dict(r)
-                    r.setdefault("created_at", _now())
-                    cols = list(r)
-                    self.con.execute(
-                        f"INSERT OR REPLACE INTO human_labels ({', '.join(cols)}) "
-                        f"VALUES ({', '.join('?' * len(cols))})", [r[c] for c in cols])
-                self.con.execute("COMMIT")
-            except Exception:
-                self.con.execute("ROLLBACK")
-                raise
+        self._upsert_many("human_labels", rows)
 
     def human_labels(self, run_id: str) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM human_labels WHERE run_id = ? ORDER BY item_id", [run_id])
