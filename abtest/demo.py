@@ -100,7 +100,7 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str 
         build_index(data / "corpus.jsonl", index_path)
     fixture = d / "fixtures" / "normans"
     progress(f"capturing {n_questions} questions with the local BM25 retriever (k={k})")
-    retriever = get_retriever(f"local:{index_path}", base_dir=d, k=k)
+    retriever = get_retriever("local:results/index.duckdb", base_dir=d, k=k)  # no machine path
     capture(load_questions(qpath), retriever, out=fixture, corpus_version="squad2-dev-normans",
             k=k, force=True, progress=progress)
     progress("running A = plain vs B = grounded on the embedded model (generate, check, judge)")

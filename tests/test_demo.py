@@ -49,3 +49,12 @@ def test_demo_all_judges_shows_every_score(tmp_path, monkeypatch):
     for k in ("pairwise", "faithfulness", "coverage", "abstention", "quality", "relevance", "keywords"):
         assert rep["metrics"].get(k), k
     assert rep["metrics"]["keywords"]["n"] == 4
+
+
+def test_demo_fixture_records_no_machine_path(tmp_path):
+    install(Brain())
+    d = tmp_path / "demo"
+    r = CliRunner().invoke(cli, ["demo", str(d), "--n", "2", "--model", "fake/gen"])
+    assert r.exit_code == 0, r.stderr
+    m = json.loads((d / "fixtures" / "normans" / "manifest.json").read_text())
+    assert m["retriever"] == "bm25@k=2 local:results/index.duckdb"
