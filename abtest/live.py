@@ -33,6 +33,8 @@ unreachable". Nothing is estimated; unfinished questions are never scored.
 
 from __future__ import annotations
 
+import abc
+
 import hashlib
 import http.client
 import inspect
@@ -181,7 +183,7 @@ def _fill(template: Any, values: dict[str, Any]) -> Any:
     return template
 
 
-class Target:
+class Target(abc.ABC):
     kind = "?"
 
     def __init__(self, spec: str, opts: TargetOptions):
@@ -195,8 +197,9 @@ class Target:
     def check(self) -> None:
         """Raise UserError for anything wrong before the first call."""
 
+    @abc.abstractmethod
     def _once(self, index: int, qid: str, question: str, variant: str) -> LiveAnswer:
-        raise NotImplementedError
+        """One request to the target (retries are the caller's)."""
 
     def ask(self, index: int, qid: str, question: str, variant: str) -> LiveAnswer:
         """One question, with retries on retryable failures (tenacity)."""

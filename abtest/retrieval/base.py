@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import abc
+
 import hashlib
 import math
 import re
@@ -144,7 +146,7 @@ def finalize(chunks: Sequence[RetrievedChunk], *, k: int, max_chars: int | None,
     return Retrieved(out, keywords=keywords, search_terms=search_terms)
 
 
-class Retriever:
+class Retriever(abc.ABC):
     """Common surface: `name`, `describe(k)`, `retrieve_many`, `retrieve`, `close`."""
 
     method = "?"
@@ -175,9 +177,10 @@ class Retriever:
     def name(self) -> str:
         return self.describe(self.k)
 
+    @abc.abstractmethod
     def retrieve_many(self, questions: Sequence[tuple[Hashable, str]], k: int | None = None
                       ) -> dict[Hashable, Retrieved]:
-        raise NotImplementedError
+        """Chunks for every (id, question), best first, at most k each."""
 
     def retrieve(self, question: str, k: int | None = None) -> Retrieved:
         return self.retrieve_many([("q", question)], k)["q"]
