@@ -108,8 +108,6 @@ def parse_cases(path: Path) -> list[Case]:
 
 def load_questions(path: Path) -> list[Question]:
     """Questions for capture: JSONL, or a golden JSON list / {"questions": [...]}."""
-    from pydantic import ValidationError
-
     rows: list[tuple[str, dict]] = []
     if path.suffix.lower() == ".json":
         try:
@@ -131,10 +129,25 @@ def load_questions(path: Path) -> list[Question]:
             rows.append((f"item {i}", obj))
     else:
         rows = [(f"line {n}", obj) for n, obj in read_jsonl(path)]
-    out: list[Question] = []
+    out = [q for _, q in validate_question_rows(rows, path)]
+    ignored = {k for q in out for k in (q.model_extra or {})}
+    if not out:
+        raise UserError("no questions found", file=str(path))
+    if ignored:
+        print(f"abtest: {path}: ignoring fields not used by fixtures: {', '.join(sorted(ignored))}",
+              file=sys.stderr)
+    return out
+
+
+def validate_question_rows(rows: Iterable[tuple[str, object]], path: Path) -> list[tuple[dict, "Question"]]:
+    """Each (where, object) as a Question; one-line errors, duplicate ids refused."""
+    from pydantic import ValidationError
+
+    out = []
     seen: set[str] = set()
-    ignored: set[str] = set()
     for where, obj in rows:
+        if not isinstance(obj, dict):
+            raise UserError("expected a JSON object", file=str(path), where=where)
         if isinstance(obj.get("id"), str):
             where += f" (question {obj['id']})"
         try:
@@ -144,13 +157,7 @@ def load_questions(path: Path) -> list[Question]:
         if q.id in seen:
             raise UserError(f"duplicate question id {q.id!r}", file=str(path), where=where, field="id")
         seen.add(q.id)
-        ignored.update((q.model_extra or {}).keys())
-        out.append(q)
-    if not out:
-        raise UserError("no questions found", file=str(path))
-    if ignored:
-        print(f"abtest: {path}: ignoring fields not used by fixtures: {', '.join(sorted(ignored))}",
-              file=sys.stderr)
+        out.append((obj, q))
     return out
 
 

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 from pydantic import BaseModel, Field
 
 from .errors import IncompleteError, UserError
-from .fixtures import GOLDEN_SHARES
+from .fixtures import GOLDEN_SHARES, validate_question_rows
 
 PROMPT_NAME = "golden_draft_v1"
 CATEGORY_ORDER = tuple(GOLDEN_SHARES)
@@ -193,11 +193,7 @@ class GoldenFile:
 
 def read_golden(path: str | os.PathLike, *, missing_ok: bool = False) -> GoldenFile:
     """Read and validate a golden file (JSON list, {"questions": [...]}, or JSONL)."""
-    from pydantic import ValidationError
-
-    from .errors import pydantic_error_line
     from .fixtures import read_jsonl
-    from .models import Question
 
     path = Path(path)
     fmt = "jsonl" if path.suffix.lower() == ".jsonl" else "json"
@@ -224,19 +220,7 @@ def read_golden(path: str | os.PathLike, *, missing_ok: bool = False) -> GoldenF
                 raise UserError('expected a JSON list of questions (or {"questions": [...]})',
                                 file=str(path))
             rows = [(f"item {i}", obj) for i, obj in enumerate(data)]
-    seen: set[str] = set()
-    items = []
-    for where, obj in rows:
-        if not isinstance(obj, dict):
-            raise UserError("expected a JSON object", file=str(path), where=where)
-        try:
-            q = Question.model_validate(obj)
-        except ValidationError as exc:
-            raise pydantic_error_line(exc, file=str(path), where=where) from None
-        if q.id in seen:
-            raise UserError(f"duplicate question id {q.id!r}", file=str(path), where=where, field="id")
-        seen.add(q.id)
-        items.append(obj)
+    items = [obj for obj, _ in validate_question_rows(rows, path)]
     return GoldenFile(path, items, wrapper, fmt)
 
 

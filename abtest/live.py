@@ -41,7 +41,6 @@ import inspect
 import json
 import os
 import random
-import re
 import socket
 import sys
 import threading
@@ -61,7 +60,6 @@ Progress = Callable[[str], None]
 
 DEFAULT_TEMPLATE: dict[str, Any] = {"message": "{question}", "conversationId": "{conversation_id}"}
 VARIANTS = ("A", "B")
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
 UNREACHABLE = "endpoint unreachable"      # connection, timeout, 429/5xx past the retries
 BAD_ANSWER = "endpoint answered badly"    # 4xx, not JSON, no answer at the configured path
 
@@ -165,22 +163,6 @@ def _dig(obj: Any, path: str | None) -> Any:
     from .retrieval.base import dig
 
     return dig(obj, path) if path else None
-
-
-def _fill(template: Any, values: dict[str, Any]) -> Any:
-    """Replace "{name}" placeholders; a string that is exactly one placeholder keeps its type."""
-    if isinstance(template, dict):
-        return {k: _fill(v, values) for k, v in template.items()}
-    if isinstance(template, list):
-        return [_fill(v, values) for v in template]
-    if isinstance(template, str):
-        whole = _PLACEHOLDER.fullmatch(template)
-        if whole and whole.group(1) in values:
-            return values[whole.group(1)]
-        # one pass, so a question that itself contains "{id}" is not substituted again
-        return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values
-                                else m.group(0), template)
-    return template
 
 
 class Target(abc.ABC):
@@ -294,8 +276,10 @@ class HttpTarget(Target):
     def _once(self, index: int, qid: str, question: str, variant: str) -> LiveAnswer:
         where = f"{self.shown}: question {qid}"
         secret = self._secret()
-        body = _fill(self.template, {"question": question, "index": index, "id": qid,
-                                     "conversation_id": f"eval-{index}", "variant": variant})
+        from .retrieval.base import fill_template
+
+        body = fill_template(self.template, {"question": question, "index": index, "id": qid,
+                                             "conversation_id": f"eval-{index}", "variant": variant})
         data = json.dumps(body, ensure_ascii=False).encode("utf-8")
         req = urllib.request.Request(self.url, data=data, headers=self._headers(), method="POST")
         t0 = time.perf_counter()

@@ -504,25 +504,9 @@ def _incidents(finished, jby, claims, gen_by, cases, cfg) -> list[dict]:
     return out
 
 
-def licensed_claim(report: dict, cfg) -> dict:
-    """The licensed sentence only when every condition holds; otherwise exactly why not."""
-    reasons = []
-    m = report["metrics"]
-    n = report["n_finished"]
-    if report["status"] != "complete":
-        reasons.append(f"incomplete run: {len(report['unfinished_cases'])} case(s) unfinished")
-    if report["comparison_kind"] == "pipeline_change":
-        reasons.append("pipeline change: this is a pipeline change, re-measure end to end; the "
-                       "frozen claim does not apply (" + "; ".join(report["pipeline_reasons"]) + ")")
-    elif report["comparison_kind"] == "model":
-        reasons.append("model comparison: the variants use different generator models, so this is "
-                       "not a prompt comparison")
-    for role in ("generator", "judge"):
-        if len(report["models"][role]["resolved"]) > 1:
-            reasons.append(f"model version drift: the {role} resolved to "
-                           f"{', '.join(report['models'][role]['resolved'])}")
-    if report["self_judge"]:
-        reasons.append("self-judging: the judge model is the generator model")
+def effect_reasons(m: dict, cfg) -> list[str]:
+    """Why the measured effect does not license the claim (frozen and live alike)."""
+    reasons: list[str] = []
     f = m.get("faithfulness")
     if not f or f.get("difference") is None:
         reasons.append("faithfulness was not measured on any complete pair")
@@ -547,6 +531,30 @@ def licensed_claim(report: dict, cfg) -> dict:
         reasons.append(f"answerable refusals {'rose' if rose else 'not shown not to rise'}: B − A = "
                        f"{_fmt(ab.get('difference'))}, 90% upper limit {_fmt(ni.get('upper_90'))} ≥ "
                        f"margin {ni['margin']}")
+    return reasons
+
+
+def licensed_claim(report: dict, cfg) -> dict:
+    """The licensed sentence only when every condition holds; otherwise exactly why not."""
+    reasons = []
+    m = report["metrics"]
+    n = report["n_finished"]
+    if report["status"] != "complete":
+        reasons.append(f"incomplete run: {len(report['unfinished_cases'])} case(s) unfinished")
+    if report["comparison_kind"] == "pipeline_change":
+        reasons.append("pipeline change: this is a pipeline change, re-measure end to end; the "
+                       "frozen claim does not apply (" + "; ".join(report["pipeline_reasons"]) + ")")
+    elif report["comparison_kind"] == "model":
+        reasons.append("model comparison: the variants use different generator models, so this is "
+                       "not a prompt comparison")
+    for role in ("generator", "judge"):
+        if len(report["models"][role]["resolved"]) > 1:
+            reasons.append(f"model version drift: the {role} resolved to "
+                           f"{', '.join(report['models'][role]['resolved'])}")
+    if report["self_judge"]:
+        reasons.append("self-judging: the judge model is the generator model")
+    reasons += effect_reasons(m, cfg)
+    f = m.get("faithfulness")
     if (report.get("golden") or {}).get("is_draft"):
         reasons.append(report["golden"]["note"])
     val = report["judge_validation"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import UserError
 from .build import (HOLM_FAMILY, SCHEMA_VERSION, _binary, _calls, _continuous, _fmt,
-                    _judge_validation, _metric_at, _plain, load_run)
+                    _judge_validation, _metric_at, _plain, effect_reasons, load_run)
 
 VARIANTS = ("A", "B")
 COMPARED = ("pairwise", "faithfulness", "coverage", "abstention_answerable",
@@ -229,28 +229,8 @@ def live_claim(report: dict, cfg, frozen: dict | None) -> dict:
         if len(report["versions"][side]) > 1:
             reasons.append(f"assistant version drift in {side.upper()}: "
                            f"{', '.join(report['versions'][side])}")
+    reasons += effect_reasons(m, cfg)
     f = m.get("faithfulness")
-    if not f or f.get("difference") is None:
-        reasons.append("faithfulness was not measured on any complete pair")
-    elif not (f["difference"] > 0 and f.get("p_holm") is not None and f["p_holm"] <= cfg.alpha):
-        reasons.append(f"not significant: faithfulness B − A = {f['difference']:+.3f} (95% CI "
-                       f"{_fmt(f.get('ci_low'))} to {_fmt(f.get('ci_high'))}, Holm p = "
-                       f"{_fmt(f.get('p_holm'))})")
-    c = m.get("coverage")
-    if c and c.get("difference") is not None:
-        ni = c.get("noninferiority") or {}
-        if not ni.get("holds"):
-            reasons.append(f"coverage fell or is not shown non-inferior: B − A = "
-                           f"{c['difference']:+.3f}, margin {cfg.noninferiority_margin}")
-    elif c is None:
-        reasons.append("coverage was not measured (no key points or reference answers)")
-    ab = (m.get("abstention") or {}).get("answerable") or {}
-    ni = ab.get("noninferiority")
-    if ni and not ni.get("holds"):
-        rose = (ab.get("difference") or 0) > 0
-        reasons.append(f"answerable refusals {'rose' if rose else 'not shown not to rise'}: B − A = "
-                       f"{_fmt(ab.get('difference'))}, 90% upper limit {_fmt(ni.get('upper_90'))} ≥ "
-                       f"margin {ni['margin']}")
     val = report["judge_validation"]
     if not val["validated"]:
         fv = (frozen or {}).get("judge_validation") or {}

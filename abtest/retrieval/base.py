@@ -200,3 +200,22 @@ class Retriever(abc.ABC):
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise UserError(f"k must be a positive integer, got {k!r}", file=self.spec, field="k")
         return k
+
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def fill_template(template: Any, values: dict[str, Any]) -> Any:
+    """Replace "{name}" placeholders; a string that is exactly one placeholder keeps its type."""
+    if isinstance(template, dict):
+        return {k: fill_template(v, values) for k, v in template.items()}
+    if isinstance(template, list):
+        return [fill_template(v, values) for v in template]
+    if isinstance(template, str):
+        whole = _PLACEHOLDER.fullmatch(template)
+        if whole and whole.group(1) in values:
+            return values[whole.group(1)]
+        # one pass, so a question that itself contains "{id}" is not substituted again
+        return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values
+                                else m.group(0), template)
+    return template

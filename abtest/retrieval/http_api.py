@@ -26,7 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Hashable, Sequence
 
 from abtest.errors import IncompleteError, UserError
-from abtest.retrieval.base import Retrieved, Retriever, coerce_chunk, dig, finalize
+from abtest.retrieval.base import (Retrieved, Retriever, coerce_chunk, dig, fill_template,
+                                   finalize)
 
 _RETRY_STATUS = (429, 502, 503, 504)
 _SECRET_HINTS = ("key", "token", "secret", "password", "sig", "auth")
@@ -44,20 +45,6 @@ def redact_url(url: str) -> str:
         [(k, "***" if any(h in k.lower() for h in _SECRET_HINTS) else v)
          for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)], safe="*")
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
-
-
-def _fill(template: Any, values: dict[str, Any]) -> Any:
-    if isinstance(template, dict):
-        return {k: _fill(v, values) for k, v in template.items()}
-    if isinstance(template, list):
-        return [_fill(v, values) for v in template]
-    if isinstance(template, str):
-        for name, val in values.items():
-            if template == "{" + name + "}":
-                return val
-        for name, val in values.items():
-            template = template.replace("{" + name + "}", str(val))
-    return template
 
 
 class HttpRetriever(Retriever):
@@ -138,7 +125,7 @@ class HttpRetriever(Retriever):
 
     def _one(self, qid: Hashable, question: str, k: int, headers: dict[str, str]) -> Retrieved:
         where = f"question {qid}"
-        body = json.dumps(_fill(self.body_template, {"query": question, "k": k, "id": qid}),
+        body = json.dumps(fill_template(self.body_template, {"query": question, "k": k, "id": qid}),
                           ensure_ascii=False).encode("utf-8")
         data = self._post(body, headers, where)
         items = data if isinstance(data, list) else dig(data, self.chunks_path)
