@@ -271,24 +271,13 @@ class Gateway:
             "cached": res.cached})
 
     def _kwargs(self, spec: ModelSpec, messages, response_format, max_tokens) -> dict:
-        kw: dict[str, Any] = {"model": spec.model, "messages": messages,
-                              "temperature": spec.temperature,
-                              "max_tokens": max_tokens or spec.max_tokens,
-                              "timeout": self.timeout_s, "max_retries": 0, "num_retries": 0}
+        kw = _aux_kwargs(spec, self.timeout_s)
+        kw.update({"messages": messages, "temperature": spec.temperature,
+                   "max_tokens": max_tokens or spec.max_tokens, "max_retries": 0, "num_retries": 0})
         if spec.seed is not None:
             kw["seed"] = spec.seed
         if response_format is not None:
             kw["response_format"] = response_format
-        if spec.api_base:
-            kw["api_base"] = spec.api_base
-        if spec.api_key_env:
-            key = os.environ.get(spec.api_key_env)
-            if not key:
-                raise UserError(f"environment variable {spec.api_key_env} is not set "
-                                f"(API key for model {spec.model})")
-            kw["api_key"] = key
-        elif spec.api_base:
-            kw["api_key"] = "sk-no-key"  # local OpenAI-compatible servers want some key
         kw.update(spec.extra)
         return kw
 
@@ -459,6 +448,7 @@ def estimate_cost(model: str, prompt_tokens: int, completion_tokens: int) -> flo
 
 
 def _aux_kwargs(spec: ModelSpec, timeout_s: float) -> dict[str, Any]:
+    """Model, timeout, endpoint and key (read from the environment at call time, never stored)."""
     kw: dict[str, Any] = {"model": spec.model, "timeout": timeout_s}
     if spec.api_base:
         kw["api_base"] = spec.api_base
@@ -469,7 +459,7 @@ def _aux_kwargs(spec: ModelSpec, timeout_s: float) -> dict[str, Any]:
                             f"{spec.model})")
         kw["api_key"] = key
     elif spec.api_base:
-        kw["api_key"] = "sk-no-key"
+        kw["api_key"] = "sk-no-key"  # local OpenAI-compatible servers want some key
     return kw
 
 

@@ -464,14 +464,7 @@ def _per_case(order, finished, questions, items, chunk_ids, jby, outcomes, check
 
 
 # --------------------------------------------------------------------------- rendering
-def _f(x, nd=3, signed=False):
-    if x is None:
-        return "n/a"
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    if isinstance(x, int):
-        return str(x)
-    return f"{x:+.{nd}f}" if signed else f"{x:.{nd}f}"
+from .markdown import _f  # noqa: E402  (the same number format as the frozen report)
 
 
 def _cell(text, n=120):
