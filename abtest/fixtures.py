@@ -42,12 +42,22 @@ def case_line(case: Case) -> str:
 
 
 class Fixture:
-    """A loaded, verified fixture set."""
+    """A loaded, verified fixture set.
 
-    def __init__(self, path: Path, manifest: FixtureManifest, cases: list[Case]):
+    Each case is held as its canonical JSON line (what the seal hashes) and parsed when
+    used, so a run over 100,000 cases holds a few dozen MB instead of every case as
+    pydantic objects; `iter_cases()` streams, `cases` parses all (small fixtures, reports).
+    """
+
+    def __init__(self, path: Path, manifest: FixtureManifest, cases: list[Case] | None = None,
+                 *, lines: list[str] | None = None, ids: list[str] | None = None):
         self.path = path
         self.manifest = manifest
-        self.cases = cases
+        if lines is None:
+            cases = list(cases or [])
+            lines, ids = [case_line(c) for c in cases], [c.id for c in cases]
+        self._lines, self._ids = lines, list(ids or [])
+        self._cases = list(cases) if cases is not None else None
 
     @property
     def name(self) -> str:
@@ -57,24 +67,56 @@ class Fixture:
     def cases_sha256(self) -> str:
         return self.manifest.cases_sha256
 
-    def by_id(self) -> dict[str, Case]:
-        return {c.id: c for c in self.cases}
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    @property
+    def cases(self) -> list[Case]:
+        if self._cases is None:
+            self._cases = list(self.iter_cases())
+        return self._cases
+
+    def iter_cases(self) -> Iterable[Case]:
+        if self._cases is not None:
+            yield from self._cases
+            return
+        for line in self._lines:
+            yield Case.model_validate_json(line)
+
+    def ids(self) -> list[str]:
+        return list(self._ids)
+
+    def by_id(self, ids: Iterable[str] | None = None) -> dict[str, Case]:
+        """All cases by id, or only those named (without parsing the rest)."""
+        if ids is None:
+            return {c.id: c for c in self.cases}
+        want = set(ids)
+        return {i: Case.model_validate_json(line) for i, line in zip(self._ids, self._lines)
+                if i in want}
 
 
-def read_jsonl(path: Path) -> Iterable[tuple[int, dict]]:
-    """Yield (line number, object); one-line errors for bad bytes or JSON."""
+def _text_lines(path: Path) -> Iterable[tuple[int, str]]:
+    """Stream (line number, text): large files are never held whole."""
     try:
-        raw = path.read_bytes()
+        f = open(path, "rb")
     except FileNotFoundError:
         raise UserError("file not found", file=str(path)) from None
     except IsADirectoryError:
         raise UserError("is a directory, expected a JSONL file", file=str(path)) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise UserError("not valid UTF-8", file=str(path), where=f"line {line}") from None
-    for n, line in enumerate(text.splitlines(), start=1):
+    with f:
+        for n, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise UserError("not valid UTF-8", file=str(path), where=f"line {n}") from None
+            # the same line breaks as str.splitlines() on the whole text
+            for extra, part in enumerate(text.splitlines()):
+                yield n + extra, part
+
+
+def read_jsonl(path: Path) -> Iterable[tuple[int, dict]]:
+    """Yield (line number, object); one-line errors for bad bytes or JSON."""
+    for n, line in _text_lines(path):
         if not line.strip():
             continue
         try:
@@ -87,10 +129,10 @@ def read_jsonl(path: Path) -> Iterable[tuple[int, dict]]:
         yield n, obj
 
 
-def parse_cases(path: Path) -> list[Case]:
+def iter_parsed_cases(path: Path) -> Iterable[Case]:
+    """Validated cases one at a time; duplicate ids refused."""
     from pydantic import ValidationError
 
-    cases: list[Case] = []
     seen: dict[str, int] = {}
     for n, obj in read_jsonl(path):
         where = f"line {n}" + (f" (case {obj['id']})" if isinstance(obj.get("id"), str) else "")
@@ -102,8 +144,11 @@ def parse_cases(path: Path) -> list[Case]:
             raise UserError(f"duplicate case id {case.id!r} (first on line {seen[case.id]})",
                             file=str(path), where=f"line {n}", field="id")
         seen[case.id] = n
-        cases.append(case)
-    return cases
+        yield case
+
+
+def parse_cases(path: Path) -> list[Case]:
+    return list(iter_parsed_cases(path))
 
 
 def load_questions(path: Path) -> list[Question]:
@@ -173,11 +218,40 @@ def load_fixture(path: str | os.PathLike, *, verify: bool = True) -> Fixture:
         raise UserError("manifest.json missing: seal the fixture with `abtest fixtures seal`",
                         file=str(path))
     manifest = read_manifest(mpath)
-    cases = parse_cases(cpath)
-    fx = Fixture(path, manifest, cases)
+    expected = {h.id: h.sha256 for h in manifest.cases} if verify else {}
+    lines: list[str] = []
+    ids: list[str] = []
+    for case in iter_parsed_cases(cpath):
+        line = case_line(case)
+        if verify:
+            want = expected.get(case.id)
+            if want is None:
+                raise UserError("case not in the manifest (added after sealing)", file=str(cpath),
+                                where=f"case {case.id}")
+            if sha256_text(line) != want:
+                raise UserError("case content does not match its sealed sha256 (tampered or "
+                                "edited; re-capture or re-seal deliberately)", file=str(cpath),
+                                where=f"case {case.id}")
+        lines.append(line)
+        ids.append(case.id)
     if verify:
-        verify_fixture(fx)
-    return fx
+        _verify_totals(cpath, manifest, len(lines), set(expected) - set(ids))
+    return Fixture(path, manifest, lines=lines, ids=ids)
+
+
+def _verify_totals(cpath: Path, manifest: FixtureManifest, n: int, missing: set[str]) -> None:
+    if missing:
+        raise UserError(f"case(s) removed after sealing: {', '.join(sorted(missing))}", file=str(cpath))
+    if n != manifest.n_cases:
+        raise UserError(f"n_cases is {manifest.n_cases} but cases.jsonl has {n}",
+                        file=str(cpath.parent / "manifest.json"), field="n_cases")
+    h = hashlib.sha256()
+    with open(cpath, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    if h.hexdigest() != manifest.cases_sha256:
+        raise UserError("cases.jsonl bytes do not match cases_sha256 (reformatted or reordered after "
+                        "sealing)", file=str(cpath))
 
 
 def read_manifest(mpath: Path) -> FixtureManifest:
@@ -191,30 +265,6 @@ def read_manifest(mpath: Path) -> FixtureManifest:
         return FixtureManifest.model_validate(data)
     except ValidationError as exc:
         raise pydantic_error_line(exc, file=str(mpath)) from None
-
-
-def verify_fixture(fx: Fixture) -> None:
-    """Recompute the seal; any edited byte is a tamper naming the case."""
-    cpath = fx.path / "cases.jsonl"
-    actual_total = sha256_bytes(cpath.read_bytes())
-    expected = {h.id: h.sha256 for h in fx.manifest.cases}
-    for case in fx.cases:
-        want = expected.get(case.id)
-        if want is None:
-            raise UserError("case not in the manifest (added after sealing)", file=str(cpath),
-                            where=f"case {case.id}")
-        if sha256_text(case_line(case)) != want:
-            raise UserError("case content does not match its sealed sha256 (tampered or edited; "
-                            "re-capture or re-seal deliberately)", file=str(cpath), where=f"case {case.id}")
-    missing = set(expected) - {c.id for c in fx.cases}
-    if missing:
-        raise UserError(f"case(s) removed after sealing: {', '.join(sorted(missing))}", file=str(cpath))
-    if len(fx.cases) != fx.manifest.n_cases:
-        raise UserError(f"n_cases is {fx.manifest.n_cases} but cases.jsonl has {len(fx.cases)}",
-                        file=str(fx.path / "manifest.json"), field="n_cases")
-    if actual_total != fx.manifest.cases_sha256:
-        raise UserError("cases.jsonl bytes do not match cases_sha256 (reformatted or reordered after "
-                        "sealing)", file=str(cpath))
 
 
 def now_utc() -> str:

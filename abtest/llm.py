@@ -42,8 +42,31 @@ def preload() -> None:
     global _PRELOAD
     with _IMPORT_LOCK:
         if _LITELLM is None and _PRELOAD is None:
-            _PRELOAD = threading.Thread(target=_litellm, name="litellm-import", daemon=True)
+            _PRELOAD = threading.Thread(target=_import_and_warm, name="litellm-import", daemon=True)
             _PRELOAD.start()
+
+
+def _import_and_warm() -> None:
+    """Import litellm, then let it import what its first call would (~0.3 s of lazy imports)
+    before the first real request, so that the first requests are not held up by it."""
+    litellm = _litellm()
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        # a mock response: no network, no provider, nothing cached or logged by abtest
+        litellm.completion(model="openai/abtest-warmup", api_base="http://127.0.0.1:9/v1",
+                           api_key="sk-no-key", messages=[{"role": "user", "content": "warm-up"}],
+                           mock_response="ok", max_tokens=1)
+        for mod in ("litellm._service_logger", "litellm.proxy.spend_tracking.savings"):
+            __import__(mod)
+    except Exception:  # a warm-up only: the real call reports any real problem
+        pass
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def _litellm():
@@ -53,13 +76,111 @@ def _litellm():
     with _IMPORT_LOCK:
         if _LITELLM is None:
             _setup_env()
-            import litellm
+            import gc
 
+            # litellm allocates hundreds of thousands of long-lived objects at import: the cyclic
+            # collector re-scanning them costs ~1.2 s during the import and ~1.3 s again at
+            # interpreter exit, so it is paused for the import and the result frozen.
+            enabled = gc.isenabled()
+            gc.disable()
+            try:
+                import litellm
+            finally:
+                gc.freeze()
+                if enabled:
+                    gc.enable()
             litellm.suppress_debug_info = True
             litellm.telemetry = False
             litellm.drop_params = True
+            _install_client_session(litellm)
             _LITELLM = litellm
     return _LITELLM
+
+
+# --- concurrency on the wire ---------------------------------------------------------------
+# A gateway's `concurrency` bounds provider requests in flight. Where litellm sends a call
+# through the OpenAI SDK (OpenAI and every OpenAI-compatible server), the slot is held only
+# while the request is on the wire: litellm's own CPU work before and after (request
+# building, response parsing, cost lookup) and abtest's store writes then overlap with other
+# requests instead of lengthening every slot. Calls that do not pass through this transport
+# (other SDK paths, custom providers, a user-supplied `litellm.client_session`, a proxy)
+# hold a slot for the whole call, as before.
+_TLS = threading.local()
+_SESSION_OURS = False
+
+
+@dataclass
+class _Wire:
+    """Per-call state shared between the gateway and the transport (same thread)."""
+
+    slot: threading.BoundedSemaphore | None  # None: the caller already holds a slot
+    seen: bool = False
+    wire_ms: float | None = None
+
+
+def _install_client_session(litellm) -> None:
+    global _SESSION_OURS
+    if litellm.client_session is not None:
+        return
+    import httpx
+    from litellm.llms.custom_httpx.http_handler import get_ssl_configuration, http2_enabled
+
+    class _ReleasingStream(httpx.SyncByteStream):
+        def __init__(self, inner, release):
+            self._inner, self._release = inner, release
+
+        def __iter__(self):
+            yield from self._inner
+
+        def close(self):
+            try:
+                self._inner.close()
+            finally:
+                self._release()
+
+    class SlotTransport(httpx.BaseTransport):
+        def __init__(self, inner: httpx.BaseTransport):
+            self._inner = inner
+
+        def handle_request(self, request):
+            wire = getattr(_TLS, "wire", None)
+            if wire is None:  # not a gateway call (embeddings, reranking): no slot
+                return self._inner.handle_request(request)
+            wire.seen = True
+            if wire.slot is not None:
+                wire.slot.acquire()
+            t0 = time.monotonic()
+            once = threading.Lock()
+            done = [False]
+
+            def release():
+                with once:
+                    if done[0]:
+                        return
+                    done[0] = True
+                wire.wire_ms = (time.monotonic() - t0) * 1000
+                if wire.slot is not None:
+                    wire.slot.release()
+
+            try:
+                resp = self._inner.handle_request(request)
+            except BaseException:
+                release()
+                raise
+            # the slot is released when the body has been read (httpx closes the stream then)
+            return httpx.Response(resp.status_code, headers=resp.headers,
+                                  stream=_ReleasingStream(resp.stream, release),
+                                  extensions=resp.extensions)
+
+        def close(self):
+            self._inner.close()
+
+    verify = get_ssl_configuration()
+    http2 = http2_enabled()
+    litellm.client_session = httpx.Client(
+        transport=SlotTransport(httpx.HTTPTransport(verify=verify, http2=http2)),
+        verify=verify, follow_redirects=True)
+    _SESSION_OURS = True
 
 
 def _make_handler(chat_fn: Callable[[dict], dict]):
@@ -207,6 +328,10 @@ class Gateway:
         self.pinned: dict[str, str] = dict(pinned or {})
         self._rng = random.Random(0)
         self._inflight: dict[str, threading.Event] = {}
+        # calls whose requests pass through the wire-level slot may prepare and finish outside
+        # it; this bounds them too, so at most 2 x concurrency calls are sent-but-unsaved
+        self.workers = threading.BoundedSemaphore(2 * concurrency)
+        self._on_wire: set[tuple[str, str | None]] = set()
 
     # -- public -----------------------------------------------------------
     def complete(self, spec: ModelSpec, messages: list[dict], *, purpose: str,
@@ -282,23 +407,32 @@ class Gateway:
         return kw
 
     def _attempt(self, litellm, spec, kw, h, purpose, case_id, attempt_no) -> LLMResult:
-        """One provider attempt, logged and (if good) cached before its slot is released,
-        so at most `concurrency` calls are ever sent-but-unsaved (what a crash can lose)."""
-        with self.sem:
+        """One provider attempt, logged and (if good) cached before its worker slot is released,
+        so a crash can lose at most 2 x concurrency calls that were sent but not yet saved."""
+        key = (spec.model, spec.api_base)
+        on_wire = key in self._on_wire
+        with self.workers if on_wire else self.sem:
+            wire = _Wire(slot=self.sem if on_wire else None)
             t0 = time.monotonic()
             with self._stats_lock:
                 self.stats.provider_calls += 1
                 self.stats.by_purpose[purpose] = self.stats.by_purpose.get(purpose, 0) + 1
                 if self.stats.first_request is None:
                     self.stats.first_request = time.time()
+            _TLS.wire = wire
             try:
                 resp = litellm.completion(**kw)
                 exc = None
             except Exception as e:  # classified below
                 resp, exc = None, e
+            finally:
+                _TLS.wire = None
+            if _SESSION_OURS and wire.seen != on_wire:
+                with self._stats_lock:  # learn (or unlearn) that this model's calls use the wire slot
+                    (self._on_wire.add if wire.seen else self._on_wire.discard)(key)
             with self._stats_lock:
                 self.stats.last_response = time.time()
-            latency = (time.monotonic() - t0) * 1000
+            latency = wire.wire_ms if wire.wire_ms is not None else (time.monotonic() - t0) * 1000
             if resp is not None:
                 res = _result_from(litellm, resp, h, latency)
                 if not res.content or not res.content.strip():
@@ -357,11 +491,15 @@ def _result_from(litellm, resp, h: str, latency_ms: float) -> LLMResult:
     except (AttributeError, IndexError):
         content = None
     usage = getattr(resp, "usage", None)
-    cost = None
-    try:
-        cost = float(litellm.completion_cost(completion_response=resp))
-    except Exception:
-        cost = None
+    hidden = getattr(resp, "_hidden_params", None) or {}
+    if "response_cost" in hidden:  # litellm priced it already (None: a model it has no price for)
+        cost = hidden["response_cost"]
+        cost = float(cost) if cost is not None else None
+    else:
+        try:
+            cost = float(litellm.completion_cost(completion_response=resp))
+        except Exception:
+            cost = None
     return LLMResult(
         content=content, model_resolved=getattr(resp, "model", None),
         system_fingerprint=getattr(resp, "system_fingerprint", None),

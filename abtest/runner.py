@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,8 +42,7 @@ class RunPlan:
     gen_a: ModelSpec
     gen_b: ModelSpec
     judge: ModelSpec
-    contexts: dict[str, tuple[str, str]]  # case id -> (context for A, for B)
-    messages: dict[str, tuple[list[dict], list[dict]]]
+    context_separator: str
     comparison_kind: str
     pipeline_reasons: list[str] = field(default_factory=list)
     overflow: dict[str, list[str]] = field(default_factory=dict)  # case id -> variants
@@ -51,6 +50,16 @@ class RunPlan:
     token_method: str = ""
     input_budget: int = 0
     self_judge: bool = False
+    context_chars: int = 0  # total over cases, for the dry-run token estimate
+    a_template: str = ""
+    b_template: str = ""
+
+    def render(self, case: Case) -> tuple[tuple[str, str], tuple[list[dict], list[dict]]]:
+        """(context A, context B), (messages A, messages B): rendered when needed, not held."""
+        ca = render_context(case, self.a_template, self.context_separator)
+        cb = ca if self.b_template == self.a_template else \
+            render_context(case, self.b_template, self.context_separator)
+        return (ca, cb), (render_messages(self.a, case, ca), render_messages(self.b, case, cb))
 
 
 def _git_commit(cwd: Path) -> str | None:
@@ -85,7 +94,7 @@ def plan_run(lc: LoadedConfig, fixture_path, a_path, b_path, *, count_tokens: bo
     cfg = lc.config
     fx = load_fixture(lc.resolve(fixture_path) if not Path(fixture_path).is_absolute() and
                       not Path(fixture_path).exists() else fixture_path)
-    if not fx.cases:
+    if not len(fx):
         raise UserError("fixture has no cases", file=str(fx.path))
     a, b = load_variant(a_path), load_variant(b_path)
     from .variants import check_context_template
@@ -103,61 +112,77 @@ def plan_run(lc: LoadedConfig, fixture_path, a_path, b_path, *, count_tokens: bo
         reasons.append("the variants assemble the context with different context templates")
     elif a.variant.context_template is not None:
         reasons.append("a variant overrides the configured context template")
-    contexts, messages = {}, {}
-    for case in fx.cases:
-        ca = render_context(case, tpl_a, cfg.context_separator)
-        cb = ca if tpl_b == tpl_a else render_context(case, tpl_b, cfg.context_separator)
-        contexts[case.id] = (ca, cb)
-        messages[case.id] = (render_messages(a, case, ca), render_messages(b, case, cb))
-    diff_ctx = [cid for cid, (x, y) in contexts.items() if x != y]
-    if diff_ctx and not any("context template" in r for r in reasons):
-        reasons.append(f"context bytes differ between A and B in {len(diff_ctx)} case(s)")
     kind = "prompt"
     if gen_a.model != gen_b.model:
         kind = "model"
-    plan = RunPlan(fx, a, b, gen_a, gen_b, cfg.judge, contexts, messages, kind, reasons)
-    if count_tokens:
-        _budget(plan, cfg)
+    plan = RunPlan(fx, a, b, gen_a, gen_b, cfg.judge, cfg.context_separator, kind, reasons,
+                   a_template=tpl_a, b_template=tpl_b)
+    # one streaming pass: every prompt is rendered (template errors surface before any call),
+    # compared and, when asked, counted; nothing per case is kept but two token counts
+    diff_ctx = 0
+    budget = _Budget(plan, cfg) if count_tokens else None
+    for case in fx.iter_cases():
+        (ca, cb), (ma, mb) = plan.render(case)
+        diff_ctx += ca != cb
+        plan.context_chars += len(ca)
+        if budget is not None:
+            budget.add(case.id, ma, mb)
+    if diff_ctx and not any("context template" in r for r in reasons):
+        reasons.append(f"context bytes differ between A and B in {diff_ctx} case(s)")
+    if budget is not None:
+        budget.finish()
     if plan.pipeline_reasons:
         plan.comparison_kind = "pipeline_change"
     plan.self_judge = cfg.judge.model in {gen_a.model, gen_b.model}
     return plan
 
 
-def _budget(plan: RunPlan, cfg) -> None:
+class _Budget:
     """Flag cases where a rendered prompt would not fit: a chunk would be cut or dropped."""
-    from .llm import LOCAL_PREFIX, count_tokens
 
-    budget = cfg.max_input_tokens
-    if plan.gen_a.model.startswith(LOCAL_PREFIX) or plan.gen_b.model.startswith(LOCAL_PREFIX):
-        from .local_model import N_CTX
+    def __init__(self, plan: RunPlan, cfg):
+        from .llm import LOCAL_PREFIX
 
-        budget = min(budget, N_CTX)
-    method = ""
-    for cid, (ma, mb) in plan.messages.items():
-        na, method = count_tokens(plan.gen_a.model, ma)
-        nb, _ = count_tokens(plan.gen_b.model, mb)
+        self.plan = plan
+        budget = cfg.max_input_tokens
+        if plan.gen_a.model.startswith(LOCAL_PREFIX) or plan.gen_b.model.startswith(LOCAL_PREFIX):
+            from .local_model import N_CTX
+
+            budget = min(budget, N_CTX)
+        self.budget = budget
+        self.method = ""
+
+    def add(self, cid: str, ma: list[dict], mb: list[dict]) -> None:
+        from .llm import count_tokens
+
+        plan = self.plan
+        na, self.method = count_tokens(plan.gen_a.model, ma)
+        nb = na if mb == ma and plan.gen_b.model == plan.gen_a.model else \
+            count_tokens(plan.gen_b.model, mb)[0]
         plan.token_counts[cid] = (na, nb)
         over = []
-        if na > budget - plan.gen_a.max_tokens:
+        if na > self.budget - plan.gen_a.max_tokens:
             over.append("A")
-        if nb > budget - plan.gen_b.max_tokens:
+        if nb > self.budget - plan.gen_b.max_tokens:
             over.append("B")
         if over:
             plan.overflow[cid] = over
-    plan.token_method = method
-    plan.input_budget = budget
-    if plan.overflow:
-        plan.pipeline_reasons.append(
-            f"{len(plan.overflow)} case(s) exceed the input budget ({budget} tokens minus max_tokens; "
-            f"counted with {method}), so a chunk would be cut or dropped")
+
+    def finish(self) -> None:
+        plan = self.plan
+        plan.token_method = self.method
+        plan.input_budget = self.budget
+        if plan.overflow:
+            plan.pipeline_reasons.append(
+                f"{len(plan.overflow)} case(s) exceed the input budget ({self.budget} tokens minus "
+                f"max_tokens; counted with {self.method}), so a chunk would be cut or dropped")
 
 
 def dry_run(lc: LoadedConfig, plan: RunPlan) -> dict:
     """What the run would cost, before spending anything."""
     from .llm import estimate_cost
 
-    n = len(plan.fixture.cases)
+    n = len(plan.fixture)
     judges = lc.config.judges
     tok_a = sum(t[0] for t in plan.token_counts.values())
     tok_b = sum(t[1] for t in plan.token_counts.values())
@@ -179,7 +204,7 @@ def dry_run(lc: LoadedConfig, plan: RunPlan) -> dict:
     if "keywords" in judges:
         per_case_judge += 1
     judge_calls = per_case_judge * n
-    ctx_tokens = sum(len(c[0]) for c in plan.contexts.values()) // 4
+    ctx_tokens = plan.context_chars // 4
     judge_prompt_tokens = judge_calls * (ctx_tokens // max(n, 1) + 300)
     costs = {
         "generator": estimate_cost(plan.gen_a.model, tok_a + tok_b,
@@ -238,7 +263,7 @@ def start_run(lc: LoadedConfig, store, plan: RunPlan, *, run_id: str | None = No
         "run_id": run_id, "kind": "frozen", "fixture_name": plan.fixture.name,
         "fixture_path": str(plan.fixture.path.resolve()), "fixture_sha256": plan.fixture.cases_sha256,
         "corpus_version": plan.fixture.manifest.corpus_version,
-        "retriever": plan.fixture.manifest.retriever, "n_cases": len(plan.fixture.cases),
+        "retriever": plan.fixture.manifest.retriever, "n_cases": len(plan.fixture),
         "variant_a_name": plan.a.name, "variant_a_sha256": plan.a.sha256,
         "variant_a_path": str(plan.a.path), "variant_b_name": plan.b.name,
         "variant_b_sha256": plan.b.sha256, "variant_b_path": str(plan.b.path),
@@ -345,12 +370,13 @@ def process_case(gw, lc: LoadedConfig, store, run_id: str, plan: RunPlan, case: 
     answers: dict[str, str] = {}
     variants = {"A": plan.a, "B": plan.b}
     specs = {"A": plan.gen_a, "B": plan.gen_b}
-    results = fan([lambda i=i, v=v: gw.complete(specs[v], plan.messages[case.id][i],
+    contexts, messages = plan.render(case)
+    results = fan([lambda i=i, v=v: gw.complete(specs[v], messages[i],
                                                  purpose=f"generate:{v}", case_id=case.id)
                    for i, v in enumerate(("A", "B"))])
     for i, v in enumerate(("A", "B")):
-        msgs = plan.messages[case.id][i]
-        ctx = plan.contexts[case.id][i]
+        msgs = messages[i]
+        ctx = contexts[i]
         res = results[i]
         tokens = plan.token_counts.get(case.id, (None, None))[i]
         store.put_generation({
@@ -400,10 +426,10 @@ def _judge_repeats(gw, lc: LoadedConfig, store, run_id: str, plan: RunPlan, unfi
     for g in store.generations(run_id):
         if g["answer"] is not None:
             answers.setdefault(g["case_id"], {})[g["variant"]] = g["answer"]
-    pool = sorted(c.id for c in plan.fixture.cases
-                  if c.id not in unfinished and len(answers.get(c.id, {})) == 2)
+    pool = sorted(cid for cid in plan.fixture.ids()
+                  if cid not in unfinished and len(answers.get(cid, {})) == 2)
     picked = random.Random(cfg.seed).sample(pool, min(cfg.judge_repeat_cases, len(pool)))
-    by_id = plan.fixture.by_id()
+    by_id = plan.fixture.by_id(picked)
     if progress and picked:
         progress(f"judge noise: re-asking the pairwise judge {cfg.judge_repeats}x on {len(picked)} cases")
     for cid in picked:
@@ -415,9 +441,7 @@ def _judge_repeats(gw, lc: LoadedConfig, store, run_id: str, plan: RunPlan, unfi
 
 def errored_cases(store, run_id: str) -> set[str]:
     """Cases with a stored generation or judge error (what --retry-errors re-attempts)."""
-    bad = {g["case_id"] for g in store.generations(run_id) if g["error"]}
-    bad |= {j["case_id"] for j in store.judgments(run_id) if j["error"]}
-    return bad
+    return store.errored_case_ids(run_id)
 
 
 def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
@@ -434,35 +458,46 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
                  pinned=pinned)
     t0 = time.monotonic()
     skip = skip or set()
-    cases = [c for c in plan.fixture.cases if c.id not in skip]
+    n_todo = len(plan.fixture) - len(skip & set(plan.fixture.ids()))
+    todo = (c for c in plan.fixture.iter_cases() if c.id not in skip)
     done = 0
     unfinished: list[str] = sorted(skip)
     if skip and progress:
         progress(f"{len(skip)} case(s) ended in error earlier and are left unfinished "
                  "(--retry-errors re-attempts their failed calls)")
     drift: list[str] = []
-    lock = threading.Lock()
-    # cases and the tasks inside a case run side by side; the gateway's semaphore keeps at
-    # most `concurrency` provider calls in flight, so the pipeline never drains at the tail
-    workers = max(1, min(cfg.concurrency, len(cases)))
+    # cases and the tasks inside a case run side by side; the gateway bounds the provider calls
+    # in flight, so the pipeline never drains at the tail. Cases are submitted through a small
+    # window, so memory does not grow with the fixture.
+    workers = max(1, min(2 * cfg.concurrency, n_todo))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="abtest-case") as pool, \
             ThreadPoolExecutor(max_workers=2 * cfg.concurrency + 2,
                                thread_name_prefix="abtest-task") as inner:
-        futures = {pool.submit(process_case, gw, lc, store, run_id, plan, c, inner): c for c in cases}
-        for fut in as_completed(futures):
-            case = futures[fut]
-            try:
-                oc = fut.result()
-            except ModelDriftError as exc:
-                drift.append(str(exc))
-                oc = CaseOutcome(case.id, [str(exc)])
-            with lock:
+        pending: dict = {}
+
+        def submit_next() -> None:
+            case = next(todo, None)
+            if case is not None:
+                pending[pool.submit(process_case, gw, lc, store, run_id, plan, case, inner)] = case
+
+        for _ in range(2 * workers):
+            submit_next()
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                case = pending.pop(fut)
+                submit_next()
+                try:
+                    oc = fut.result()
+                except ModelDriftError as exc:
+                    drift.append(str(exc))
+                    oc = CaseOutcome(case.id, [str(exc)])
                 done += 1
                 if oc.errors:
                     unfinished.append(case.id)
                 if progress:
                     status = "ok" if not oc.errors else f"INCOMPLETE ({oc.errors[0][:80]})"
-                    progress(f"[{done}/{len(cases)}] {case.id}: {status}")
+                    progress(f"[{done}/{n_todo}] {case.id}: {status}")
     if cfg.judge_repeats and "pairwise" in cfg.judges:
         _judge_repeats(gw, lc, store, run_id, plan, set(unfinished), progress)
     if drift:
@@ -473,8 +508,8 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
     store.update_run(run_id, status=status,
                      finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
     st = gw.stats
-    total_calls = sum(1 for r in store.llm_calls(run_id) if r["attempt"] in (0, 1))
-    n_all = len(plan.fixture.cases)
+    total_calls = store.count_first_attempts(run_id)
+    n_all = len(plan.fixture)
     return RunResult(run_id, status, n_all, sorted(unfinished), st.provider_calls,
                      st.cache_hits, time.monotonic() - t0, plan.comparison_kind,
                      round(total_calls / n_all, 2) if n_all else 0.0)
@@ -493,7 +528,7 @@ def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: b
     try:
         rid = start_run(lc, store, plan, run_id=run_id, resume=resume)
         if progress:
-            progress(f"run {rid}: {len(plan.fixture.cases)} cases, A={plan.a.name} B={plan.b.name}, "
+            progress(f"run {rid}: {len(plan.fixture)} cases, A={plan.a.name} B={plan.b.name}, "
                      f"generator {plan.gen_a.model}, judge {plan.judge.model}"
                      + (f" [{plan.comparison_kind}]" if plan.comparison_kind != "prompt" else ""))
         skip = errored_cases(store, rid) if resume and not retry_errors else set()

@@ -317,6 +317,17 @@ class Store:
         row.setdefault("created_at", _now())
         self._insert("llm_calls", row)
 
+    def count_first_attempts(self, run_id: str) -> int:
+        """LLM calls of a run, retries not counted (cache hits are attempt 0)."""
+        return self._rows("SELECT count(*) AS n FROM llm_calls WHERE run_id = ? AND attempt IN (0, 1)",
+                          [run_id])[0]["n"]
+
+    def errored_case_ids(self, run_id: str) -> set[str]:
+        rows = self._rows("SELECT case_id FROM generations WHERE run_id = ? AND error IS NOT NULL "
+                          "UNION SELECT case_id FROM judgments WHERE run_id = ? AND error IS NOT NULL",
+                          [run_id, run_id])
+        return {r["case_id"] for r in rows}
+
     def llm_calls(self, run_id: str) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM llm_calls WHERE run_id = ? ORDER BY id", [run_id])
 

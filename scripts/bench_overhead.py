@@ -41,7 +41,8 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.2)
     ap.add_argument("--concurrency", type=int, default=4)
     args = ap.parse_args()
-    srv = FakeLLMServer(latency=args.latency, responder=responder, max_seconds=3600)
+    srv = FakeLLMServer(latency=args.latency, responder=responder, max_seconds=3600,
+                        keep_alive=True)
     url = srv.start()
     try:
         with tempfile.TemporaryDirectory() as tmp:

@@ -340,7 +340,7 @@ class FakeLLMServer:
                  hang_seconds: float = 30.0, fault_first_n: int = 0,
                  fault_first_n_kind: str | list[str] = "500",
                  deterministic_faults_by_hash: bool = False,
-                 fault_embeddings: bool = False, verbose: bool = False):
+                 fault_embeddings: bool = False, verbose: bool = False, keep_alive: bool = False):
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("FakeLLMServer only binds to loopback")
         self.latency = float(latency)
@@ -363,6 +363,9 @@ class FakeLLMServer:
         self.deterministic_faults_by_hash = deterministic_faults_by_hash
         self.fault_embeddings = fault_embeddings
         self.verbose = verbose
+        # HTTP/1.1 keep-alive, as real providers speak (benchmarks); off by default so that
+        # after stop() no connection lingers for the tests that stop a server mid-run
+        self.keep_alive = keep_alive
 
         self.counts: dict[str, int] = {}
         self.fault_counts: dict[str, int] = {}
@@ -386,7 +389,10 @@ class FakeLLMServer:
     def start(self) -> str:
         if self._httpd is not None:
             raise RuntimeError("server already started")
-        handler = type("_BoundHandler", (_Handler,), {"fake": self})
+        attrs: dict[str, Any] = {"fake": self}
+        if self.keep_alive:
+            attrs.update(protocol_version="HTTP/1.1", timeout=30, disable_nagle_algorithm=True)
+        handler = type("_BoundHandler", (_Handler,), attrs)
         self._httpd = _HTTPServer((self.host, self.port), handler)
         self.port = self._httpd.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
@@ -546,6 +552,8 @@ class _Handler(BaseHTTPRequestHandler):
             data = payload.encode("utf-8")
         else:
             data = json.dumps(payload).encode("utf-8")
+        if self._await_latency():
+            return  # stopping: drop the connection
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
@@ -557,6 +565,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, OSError):
             pass  # client gave up (e.g. its timeout fired)
+
+    def _await_latency(self) -> bool:
+        """Hold the first byte of a reply until arrival + latency. True if the server is stopping."""
+        arrived, self._arrived = getattr(self, "_arrived", None), None
+        if arrived is None:
+            return False
+        return self.fake._sleep(self.fake.latency - (time.monotonic() - arrived))
 
     def _error(self, status: int, message: str, etype: str, code: str | None = None,
                headers: dict | None = None) -> None:
@@ -588,13 +603,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ---------------------------------------------------------------- POST
     def do_POST(self) -> None:
+        self._arrived = time.monotonic()  # latency counts from here: replies leave at arrival + L
         route = self._route()
         if route not in ("/chat/completions", "/embeddings"):
+            self._arrived = None
             self._read_body()
             self._error(404, f"unknown path {self.path}", "invalid_request_error", "not_found")
             return
         body, err = self._read_body()
         if err is not None or not isinstance(body, dict):
+            self._arrived = None
             self._error(400, err or "request body must be a JSON object",
                         "invalid_request_error", "invalid_json")
             return
@@ -604,7 +622,13 @@ class _Handler(BaseHTTPRequestHandler):
         fault = fake._choose_fault(h, attempt) if (is_chat or fake.fault_embeddings) else None
         fake._note_fault(idx, fault)
 
-        if fake._sleep(fake.latency):
+        if fault is None or fault in ("empty", "truncated_json"):
+            if is_chat:
+                self._chat(body, fault)
+            else:
+                self._embeddings(body)
+            return
+        if self._await_latency():
             return  # stopping: drop the connection
         if fault == "timeout":
             if fake._sleep(fake.hang_seconds):
@@ -614,11 +638,6 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault == "malformed":
             self._send(200, b'{"id": "chatcmpl-broken", "object": "chat.completion", "choices": [{"mess')
-            return
-        if is_chat:
-            self._chat(body, fault)
-        else:
-            self._embeddings(body)
 
     def _send_http_fault(self, kind: str) -> None:
         if kind == "429":
@@ -689,6 +708,8 @@ class _Handler(BaseHTTPRequestHandler):
                 obj["usage"] = usage
             return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
+        if self._await_latency():
+            return
         try:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")

@@ -49,7 +49,7 @@ def test_different_context_bytes_detected_per_case(project, brain):
                                        + 'context_template: "[{{ chunk.id }}] {{ chunk.text }}"\n')
     plan = plan_run(load_config(), "fixtures/small", "variants/a.yaml", "variants/b.yaml")
     assert plan.comparison_kind == "pipeline_change"
-    assert all(a != b for a, b in plan.contexts.values())
+    assert all(a != b for (a, b), _ in map(plan.render, plan.fixture.iter_cases()))
     assert brain.calls == []
 
 
