@@ -218,24 +218,25 @@ def load_fixture(path: str | os.PathLike, *, verify: bool = True) -> Fixture:
         raise UserError("manifest.json missing: seal the fixture with `abtest fixtures seal`",
                         file=str(path))
     manifest = read_manifest(mpath)
-    expected = {h.id: h.sha256 for h in manifest.cases} if verify else {}
+    if not verify:  # reports and review: every case is wanted, as objects
+        cases = parse_cases(cpath)
+        return Fixture(path, manifest, cases)
+    expected = {h.id: h.sha256 for h in manifest.cases}
     lines: list[str] = []
     ids: list[str] = []
     for case in iter_parsed_cases(cpath):
         line = case_line(case)
-        if verify:
-            want = expected.get(case.id)
-            if want is None:
-                raise UserError("case not in the manifest (added after sealing)", file=str(cpath),
-                                where=f"case {case.id}")
-            if sha256_text(line) != want:
-                raise UserError("case content does not match its sealed sha256 (tampered or "
-                                "edited; re-capture or re-seal deliberately)", file=str(cpath),
-                                where=f"case {case.id}")
+        want = expected.get(case.id)
+        if want is None:
+            raise UserError("case not in the manifest (added after sealing)", file=str(cpath),
+                            where=f"case {case.id}")
+        if sha256_text(line) != want:
+            raise UserError("case content does not match its sealed sha256 (tampered or "
+                            "edited; re-capture or re-seal deliberately)", file=str(cpath),
+                            where=f"case {case.id}")
         lines.append(line)
         ids.append(case.id)
-    if verify:
-        _verify_totals(cpath, manifest, len(lines), set(expected) - set(ids))
+    _verify_totals(cpath, manifest, len(lines), set(expected) - set(ids))
     return Fixture(path, manifest, lines=lines, ids=ids)
 
 

@@ -384,7 +384,7 @@ class Gateway:
                                   f"{prev!r}; the comparison would not be like for like")
 
     def _log(self, res: LLMResult, spec: ModelSpec, purpose: str, case_id: str | None,
-             attempt: int) -> None:
+             attempt: int, cache: dict | None = None) -> None:
         if self.store is None:
             return
         self.store.log_call({
@@ -393,7 +393,7 @@ class Gateway:
             "system_fingerprint": res.system_fingerprint, "prompt_tokens": res.prompt_tokens,
             "completion_tokens": res.completion_tokens, "cost": res.cost,
             "latency_ms": res.latency_ms, "error": res.error, "attempt": attempt,
-            "cached": res.cached})
+            "cached": res.cached}, cache=cache)
 
     def _kwargs(self, spec: ModelSpec, messages, response_format, max_tokens) -> dict:
         kw = _aux_kwargs(spec, self.timeout_s)
@@ -441,14 +441,15 @@ class Gateway:
                 res = LLMResult(content=None, error=_describe(exc), latency_ms=latency, call_hash=h,
                                 retryable=_retryable(litellm, exc), retry_after=_retry_after(exc))
             res.attempts = attempt_no
-            if res.error is None and self.store is not None:
-                self.store.put_cache({
-                    "call_hash": h, "model_requested": spec.model,
-                    "model_resolved": res.model_resolved,
-                    "system_fingerprint": res.system_fingerprint, "content": res.content,
-                    "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
-                    "cost": res.cost, "latency_ms": res.latency_ms})
-        self._log(res, spec, purpose, case_id, attempt_no)  # the log row need not hold a slot
+            cache = None
+            if res.error is None:
+                cache = {"call_hash": h, "model_requested": spec.model,
+                         "model_resolved": res.model_resolved,
+                         "system_fingerprint": res.system_fingerprint, "content": res.content,
+                         "prompt_tokens": res.prompt_tokens,
+                         "completion_tokens": res.completion_tokens, "cost": res.cost,
+                         "latency_ms": res.latency_ms}
+            self._log(res, spec, purpose, case_id, attempt_no, cache=cache)
         return res
 
     def _wait(self, state) -> float:

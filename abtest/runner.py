@@ -374,12 +374,13 @@ def process_case(gw, lc: LoadedConfig, store, run_id: str, plan: RunPlan, case: 
     results = fan([lambda i=i, v=v: gw.complete(specs[v], messages[i],
                                                  purpose=f"generate:{v}", case_id=case.id)
                    for i, v in enumerate(("A", "B"))])
+    gen_rows, check_rows = [], []
     for i, v in enumerate(("A", "B")):
         msgs = messages[i]
         ctx = contexts[i]
         res = results[i]
         tokens = plan.token_counts.get(case.id, (None, None))[i]
-        store.put_generation({
+        gen_rows.append({
             "run_id": run_id, "case_id": case.id, "variant": v,
             "context_sha256": hashlib.sha256(ctx.encode("utf-8")).hexdigest(),
             "prompt_sha256": messages_sha256(msgs), "messages_json": json.dumps(msgs),
@@ -391,8 +392,9 @@ def process_case(gw, lc: LoadedConfig, store, run_id: str, plan: RunPlan, case: 
             out.errors.append(f"generate[{v}]: {res.error}")
             continue
         answers[v] = res.content
-        store.put_checks(run_id, case.id, v,
-                         [r.model_dump() for r in run_checks(res.content, case, variants[v].variant)])
+        check_rows.append((run_id, case.id, v, [r.model_dump() for r in
+                                                run_checks(res.content, case, variants[v].variant)]))
+    store.put_generations(gen_rows, check_rows)  # both sides and their checks: one write
     if len(answers) < 2:
         return out  # unfinished case: never judged, never counted
     _judge_case(gw, lc, store, run_id, case, answers, out, fan)

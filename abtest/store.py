@@ -113,8 +113,142 @@ def _now():
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
+class _Op(NamedTuple):
+    """One row insert for the group-commit writer.
+
+    Inserts with the same SQL in one batch go to DuckDB as one multi-row statement (a
+    fraction of the cost of single statements). `INSERT OR REPLACE`/`ON CONFLICT` cost ~4x a plain insert
+    even when nothing conflicts, so rows are inserted plainly and an existing row (a resumed
+    or re-tried case) is handled on the slow path: `key` deletes it first (replace) or,
+    with `ignore`, the new row is dropped (first writer wins: the response cache).
+    """
+
+    sql: str
+    values: list
+    key: tuple[str, list] | None = None  # (DELETE … WHERE key, params) for replace semantics
+    ignore: tuple[str, list] | None = None  # (SELECT 1 … WHERE key, params) for insert-if-absent
+
+
+class _GroupCommit:
+    """One thread applies every write; writes that arrive together share one transaction.
+
+    A DuckDB commit (WAL write + fsync) and a single-row statement each cost about a
+    millisecond, and a run's threads write small rows constantly; committing each alone
+    serialised the whole run on the store. Each caller still waits until its own write is
+    committed, so "durable when the call returns" holds. A batch that fails is re-applied one
+    write at a time, so one bad write fails alone and every write stays all-or-nothing.
+    A write is a list of _Op and/or callables taking the connection.
+    """
+
+    _STOP = object()
+
+    def __init__(self, con):
+        import queue
+
+        self.con = con
+        self.q: "queue.SimpleQueue" = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._loop, name="abtest-store-writer", daemon=True)
+        self.thread.start()
+
+    def run(self, ops: list) -> None:
+        if threading.current_thread() is self.thread:
+            self._slow(ops)
+            return
+        box: dict[str, Any] = {"done": threading.Event()}
+        self.q.put((ops, box))
+        box["done"].wait()
+        if "exc" in box:
+            raise box["exc"]
+
+    def close(self) -> None:
+        self.q.put(self._STOP)
+        self.thread.join()
+
+    def _loop(self) -> None:
+        import queue
+
+        stop = False
+        while not stop:
+            item = self.q.get()
+            if item is self._STOP:
+                return
+            batch = [item]
+            while len(batch) < 2048:
+                try:
+                    nxt = self.q.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is self._STOP:
+                    stop = True
+                    break
+                batch.append(nxt)
+            self._apply(batch)
+
+    def _apply(self, batch: list) -> None:
+        con = self.con
+        try:
+            con.execute("BEGIN TRANSACTION")
+            groups: dict[str, list] = {}
+            for ops, _ in batch:
+                for op in ops:
+                    if isinstance(op, _Op):
+                        groups.setdefault(op.sql, []).append(op.values)
+                        continue
+                    self._flush(groups)  # a statement that is not a plain insert keeps its order
+                    op(con)
+            self._flush(groups)
+            con.execute("COMMIT")
+        except Exception:
+            try:
+                con.execute("ROLLBACK")
+            except Exception:
+                pass
+            for ops, box in batch:  # the slow path: each write alone, existing rows handled
+                try:
+                    con.execute("BEGIN TRANSACTION")
+                    self._slow(ops)
+                    con.execute("COMMIT")
+                except Exception as exc:
+                    try:
+                        con.execute("ROLLBACK")
+                    except Exception:
+                        pass
+                    box["exc"] = exc
+                box["done"].set()
+            return
+        for _, box in batch:
+            box["done"].set()
+
+    def _flush(self, groups: dict[str, list]) -> None:
+        # one multi-row VALUES statement per table: for the handful of rows a batch holds it
+        # costs a fraction of executemany, which executes row by row
+        for sql, rows in groups.items():
+            head, one = sql.rsplit(" VALUES ", 1)
+            for i in range(0, len(rows), 256):
+                part = rows[i:i + 256]
+                self.con.execute(f"{head} VALUES {', '.join([one] * len(part))}",
+                                 [v for r in part for v in r])
+        groups.clear()
+
+    def _slow(self, ops: list) -> None:
+        con = self.con
+        for op in ops:
+            if not isinstance(op, _Op):
+                op(con)
+                continue
+            if op.ignore is not None and con.execute(*op.ignore).fetchone() is not None:
+                continue
+            if op.key is not None:
+                con.execute(*op.key)
+            con.execute(op.sql, op.values)
+
+
 class Store:
-    """A thread-safe handle on one DuckDB file (one writer process)."""
+    """A thread-safe handle on one DuckDB file (one writer process).
+
+    Reads run on a cursor per thread (DuckDB's MVCC lets them proceed beside writes); writes
+    go through one group-commit thread.
+    """
 
     def __init__(self, path: str | os.PathLike, *, read_only: bool = False, create: bool = True):
         import duckdb
@@ -137,8 +271,12 @@ class Store:
             raise UserError(f"not a valid results store: {str(exc).splitlines()[0]}",
                             file=str(self.path)) from None
         self.lock = threading.RLock()
+        self._local = threading.local()
+        self._cursors: list = []
+        self._writer: _GroupCommit | None = None
         if not read_only:
             self._migrate()
+            self._writer = _GroupCommit(self.con)
         else:
             self._check_schema()
 
@@ -167,8 +305,51 @@ class Store:
             raise UserError("not an abtest results store", file=str(self.path)) from None
 
     def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
         with self.lock:
+            for cur in self._cursors:
+                try:
+                    cur.close()
+                except Exception:
+                    pass
+            self._cursors.clear()
             self.con.close()
+
+    def _cursor(self):
+        cur = getattr(self._local, "cursor", None)
+        if cur is None:
+            with self.lock:
+                cur = self.con.cursor()
+                self._cursors.append(cur)
+            self._local.cursor = cur
+        return cur
+
+    def _write(self, ops: list) -> None:
+        """Apply ops (see _Op) in one committed transaction, batched with concurrent writes."""
+        if self._writer is None:
+            raise UserError("results store is open read-only", file=str(self.path))
+        self._writer.run(ops)
+
+    _KEYS = {"generations": ("run_id", "case_id", "variant"), "response_cache": ("call_hash",),
+             "judgments": ("run_id", "case_id", "judge", "subject", "sample"),
+             "checks": ("run_id", "case_id", "variant", "name"),
+             "live_items": ("run_id", "case_id", "variant"),
+             "review_items": ("run_id", "item_id"), "human_labels": ("run_id", "item_id", "reviewer")}
+
+    def _op(self, table: str, row: dict[str, Any], *, replace: bool = False,
+            ignore: bool = False) -> _Op:
+        cols = list(row)
+        sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+        if not (replace or ignore):
+            return _Op(sql, [row[c] for c in cols])
+        key = self._KEYS[table]
+        where = " AND ".join(f"{k} = ?" for k in key)
+        kv = [row[k] for k in key]
+        if replace:
+            return _Op(sql, [row[c] for c in cols], key=(f"DELETE FROM {table} WHERE {where}", kv))
+        return _Op(sql, [row[c] for c in cols], ignore=(f"SELECT 1 FROM {table} WHERE {where}", kv))
 
     def __enter__(self) -> "Store":
         return self
@@ -177,18 +358,14 @@ class Store:
         self.close()
 
     # -- generic helpers -------------------------------------------------
-    def _insert(self, table: str, row: dict[str, Any], *, replace: bool = False) -> None:
-        cols = list(row)
-        verb = "INSERT OR REPLACE" if replace else "INSERT"
-        sql = f"{verb} INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-        with self.lock:
-            self.con.execute(sql, [row[c] for c in cols])
+    def _insert(self, table: str, row: dict[str, Any], *, replace: bool = False,
+                ignore: bool = False) -> None:
+        self._write([self._op(table, row, replace=replace, ignore=ignore)])
 
     def _rows(self, sql: str, params: Iterable = ()) -> list[dict[str, Any]]:
-        with self.lock:
-            cur = self.con.execute(sql, list(params))
-            names = [d[0] for d in cur.description]
-            return [dict(zip(names, r)) for r in cur.fetchall()]
+        cur = self._cursor().execute(sql, list(params))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]
 
     def bulk_insert(self, table: str, rows: list[dict[str, Any]]) -> None:
         """Many rows of one table in one transaction (imports, synthetic benchmarks)."""
@@ -197,15 +374,7 @@ class Store:
         if table not in self.RUN_TABLES:
             raise ValueError(f"not a run table: {table}")
         cols = list(rows[0])
-        sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-        with self.lock:
-            self.con.execute("BEGIN TRANSACTION")
-            try:
-                self.con.executemany(sql, [[r.get(c) for c in cols] for r in rows])
-                self.con.execute("COMMIT")
-            except Exception:
-                self.con.execute("ROLLBACK")
-                raise
+        self._write([self._op(table, {c: r.get(c) for c in cols}) for r in rows])
 
     def query(self, sql: str, params: Iterable = ()) -> list[dict[str, Any]]:
         """Read-only SQL for users and the export command."""
@@ -224,8 +393,8 @@ class Store:
 
     def update_run(self, run_id: str, **fields: Any) -> None:
         sets = ", ".join(f"{k} = ?" for k in fields)
-        with self.lock:
-            self.con.execute(f"UPDATE runs SET {sets} WHERE run_id = ?", [*fields.values(), run_id])
+        values = [*fields.values(), run_id]
+        self._write([lambda con: con.execute(f"UPDATE runs SET {sets} WHERE run_id = ?", values)])
 
     def list_runs(self, fixture_sha256: str | None = None) -> list[dict[str, Any]]:
         if fixture_sha256:
@@ -239,29 +408,35 @@ class Store:
 
     # -- generations, checks, judgments, claims ---------------------------
     def put_generation(self, row: dict[str, Any]) -> None:
-        row = dict(row)
-        row.setdefault("created_at", _now())
-        self._insert("generations", row, replace=True)
+        self.put_generations([row], [])
+
+    def put_generations(self, rows: list[dict[str, Any]],
+                        checks: list[tuple[str, str, str, list[dict]]]) -> None:
+        """A case's generations and their check results in one committed write."""
+        ops = []
+        for row in rows:
+            row = dict(row)
+            row.setdefault("created_at", _now())
+            ops.append(self._op("generations", row, replace=True))
+        for run_id, case_id, variant, results in checks:
+            ops.extend(self._check_ops(run_id, case_id, variant, results))
+        self._write(ops)
 
     def generations(self, run_id: str) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM generations WHERE run_id = ? ORDER BY case_id, variant",
                           [run_id])
 
     def put_checks(self, run_id: str, case_id: str, variant: str, results: list[dict]) -> None:
-        with self.lock:
-            self.con.execute("BEGIN TRANSACTION")
-            try:
-                self.con.execute("DELETE FROM checks WHERE run_id=? AND case_id=? AND variant=?",
-                                 [run_id, case_id, variant])
-                for r in results:
-                    self.con.execute(
-                        "INSERT INTO checks VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        [run_id, case_id, variant, r["name"], r["passed"], r.get("detail"),
-                         json.dumps(r.get("data") or {}, sort_keys=True)])
-                self.con.execute("COMMIT")
-            except Exception:
-                self.con.execute("ROLLBACK")
-                raise
+        self._write(self._check_ops(run_id, case_id, variant, results))
+
+    def _check_ops(self, run_id: str, case_id: str, variant: str, results: list[dict]) -> list:
+        # a variant's checks are the same names on every attempt (a resumed run refuses a
+        # changed variant), so replacing row by row leaves nothing stale
+        return [self._op("checks", {
+            "run_id": run_id, "case_id": case_id, "variant": variant, "name": r["name"],
+            "passed": r["passed"], "detail": r.get("detail"),
+            "data_json": json.dumps(r.get("data") or {}, sort_keys=True)}, replace=True)
+            for r in results]
 
     def checks(self, run_id: str) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM checks WHERE run_id = ? ORDER BY case_id, variant, name",
@@ -272,24 +447,19 @@ class Store:
         row = dict(row)
         row.setdefault("created_at", _now())
         row.setdefault("sample", 0)
-        with self.lock:
-            self.con.execute("BEGIN TRANSACTION")
-            try:
-                cols = list(row)
-                self.con.execute(
-                    f"INSERT OR REPLACE INTO judgments ({', '.join(cols)}) "
-                    f"VALUES ({', '.join('?' * len(cols))})", [row[c] for c in cols])
-                if claims is not None:
-                    self.con.execute("DELETE FROM claims WHERE run_id=? AND case_id=? AND variant=?",
-                                     [row["run_id"], row["case_id"], row["subject"]])
-                    for i, c in enumerate(claims):
-                        self.con.execute("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                         [row["run_id"], row["case_id"], row["subject"], i,
-                                          c.get("claim"), c.get("verdict"), c.get("chunk_id")])
-                self.con.execute("COMMIT")
-            except Exception:
-                self.con.execute("ROLLBACK")
-                raise
+        ops: list = [self._op("judgments", row, replace=True)]
+        if claims is not None:
+            key = [row["run_id"], row["case_id"], row["subject"]]
+            delete = ("DELETE FROM claims WHERE run_id=? AND case_id=? AND variant=?", key)
+            if not claims:  # nothing to insert, so nothing would reveal an earlier set: delete
+                ops.append(lambda con: con.execute(*delete))
+            for i, c in enumerate(claims):
+                # claim 0 exists whenever an earlier set does: that conflict sends the write to
+                # the slow path, where the earlier set is deleted first
+                ops.append(_Op("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               [*key, i, c.get("claim"), c.get("verdict"), c.get("chunk_id")],
+                               key=delete if i == 0 else None))
+        self._write(ops)
 
     def judgments(self, run_id: str, judge: str | None = None) -> list[dict[str, Any]]:
         if judge:
@@ -310,12 +480,18 @@ class Store:
     def put_cache(self, row: dict[str, Any]) -> None:
         row = dict(row)
         row.setdefault("created_at", _now())
-        self._insert("response_cache", row, replace=True)
+        self._insert("response_cache", row, ignore=True)  # same key, same request: first wins
 
-    def log_call(self, row: dict[str, Any]) -> None:
+    def log_call(self, row: dict[str, Any], cache: dict[str, Any] | None = None) -> None:
+        """A call's log row, and its response for the cache when it succeeded, in one write."""
         row = dict(row)
         row.setdefault("created_at", _now())
-        self._insert("llm_calls", row)
+        ops = [self._op("llm_calls", row)]
+        if cache is not None:
+            cache = dict(cache)
+            cache.setdefault("created_at", _now())
+            ops.insert(0, self._op("response_cache", cache, ignore=True))
+        self._write(ops)
 
     def count_first_attempts(self, run_id: str) -> int:
         """LLM calls of a run, retries not counted (cache hits are attempt 0)."""
@@ -358,20 +534,12 @@ class Store:
     # -- human review -----------------------------------------------------
     def _upsert_many(self, table: str, rows: list[dict[str, Any]]) -> None:
         """All rows or none (labels are imported all-or-nothing)."""
-        with self.lock:
-            self.con.execute("BEGIN TRANSACTION")
-            try:
-                for r in rows:
-                    r = dict(r)
-                    r.setdefault("created_at", _now())
-                    cols = list(r)
-                    self.con.execute(
-                        f"INSERT OR REPLACE INTO {table} ({', '.join(cols)}) "
-                        f"VALUES ({', '.join('?' * len(cols))})", [r[c] for c in cols])
-                self.con.execute("COMMIT")
-            except Exception:
-                self.con.execute("ROLLBACK")
-                raise
+        ops = []
+        for r in rows:
+            r = dict(r)
+            r.setdefault("created_at", _now())
+            ops.append(self._op(table, r, replace=True))
+        self._write(ops)
 
     def put_review_items(self, rows: list[dict[str, Any]]) -> None:
         self._upsert_many("review_items", rows)
@@ -397,9 +565,8 @@ class Store:
         for t in self.RUN_TABLES:
             target = out_dir / f"{t}.{fmt}"
             esc = str(target).replace("'", "''")
-            with self.lock:
-                self.con.execute(f"COPY (SELECT * FROM {t} WHERE run_id = ?) TO '{esc}' {opts}",
-                                 [run_id])
+            self._cursor().execute(f"COPY (SELECT * FROM {t} WHERE run_id = ?) TO '{esc}' {opts}",
+                                   [run_id])
             written.append(target)
         return written
 

@@ -40,6 +40,13 @@ def _env():
                               autoescape=False)
 
 
+@lru_cache(maxsize=256)
+def _template(src: str):
+    """Compiled once per source: compiling costs ~100x rendering, and a run renders each
+    template once per case (templates are immutable, so sharing them across threads is safe)."""
+    return _env().from_string(src)
+
+
 def _check_template(src: str, allowed: set[str], *, file: str, field: str) -> None:
     import jinja2
     from jinja2 import meta
@@ -95,7 +102,7 @@ def render_context(case: Case, template: str, separator: str = "\n\n") -> str:
     """The one context block both variants receive."""
     import jinja2
 
-    tpl = _env().from_string(template)
+    tpl = _template(template)
     parts = []
     for i, chunk in enumerate(case.context):
         try:
@@ -108,7 +115,6 @@ def render_context(case: Case, template: str, separator: str = "\n\n") -> str:
 def render_messages(lv: LoadedVariant, case: Case, context_block: str) -> list[dict]:
     import jinja2
 
-    env = _env()
     values = {"question": case.question, "context": context_block,
               "chunks": [c.model_dump() for c in case.context], "case": case.model_dump()}
     msgs = []
@@ -116,7 +122,7 @@ def render_messages(lv: LoadedVariant, case: Case, context_block: str) -> list[d
         if role == "system" and not src.strip():
             continue
         try:
-            text = env.from_string(src).render(**values)
+            text = _template(src).render(**values)
         except jinja2.UndefinedError as exc:
             raise UserError(exc.message or "undefined template value", file=str(lv.path),
                             where=f"case {case.id}", field=role) from None

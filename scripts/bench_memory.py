@@ -26,7 +26,7 @@ if __name__ == "__main__":
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--concurrency", type=int, default=8)
     args = ap.parse_args()
-    srv = FakeLLMServer(latency=0.0, responder=responder, max_seconds=7200)
+    srv = FakeLLMServer(latency=0.0, responder=responder, max_seconds=7200, keep_alive=True)
     url = srv.start()
     try:
         with tempfile.TemporaryDirectory() as tmp:

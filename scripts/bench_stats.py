@@ -69,9 +69,14 @@ if __name__ == "__main__":
         from statsmodels.discrete.discrete_model import Logit  # noqa: F401
         imports = time.monotonic() - t_imp
         t0 = time.monotonic()
+        import cProfile, os
+        prof = cProfile.Profile() if os.environ.get("BENCH_PROFILE") else None
+        if prof: prof.enable()
         rep = build_report(s, "bench")
         t1 = time.monotonic()
         sizes = {fmt: len(render(rep, fmt)) for fmt in ("md", "json", "html")}
+        if prof:
+            prof.disable(); prof.dump_stats(os.environ["BENCH_PROFILE"])
         t2 = time.monotonic()
         s.close()
         print(f"{args.n} cases (store filled in {setup:.1f} s, not timed; scipy/statsmodels imports "

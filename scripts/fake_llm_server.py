@@ -372,6 +372,8 @@ class FakeLLMServer:
         self.requests: list[dict] = []
         self.first_request_at: float | None = None
         self.last_request_at: float | None = None
+        self.in_flight = 0        # POST requests being served now
+        self.max_in_flight = 0    # the most ever served at once (a client's concurrency bound)
         self.base_url: str | None = None
         self.stopped = threading.Event()     # set once the server has fully stopped
         self.stopped_by_watchdog = False
@@ -447,6 +449,7 @@ class FakeLLMServer:
             self.counts.clear()
             self.fault_counts.clear()
             self.requests.clear()
+            self.max_in_flight = 0
             self.first_request_at = self.last_request_at = None
 
     def _register(self, path: str, body: Any) -> tuple[str, int, float]:
@@ -505,6 +508,7 @@ class FakeLLMServer:
                            "fault_first_n_kind": self.fault_first_n_kinds,
                            "deterministic_faults_by_hash": self.deterministic_faults_by_hash},
                 "n_requests": len(self.requests),
+                "max_in_flight": self.max_in_flight,
                 "counts": dict(self.counts),
                 "fault_counts": dict(self.fault_counts),
                 "first_request_at": self.first_request_at,
@@ -603,6 +607,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ---------------------------------------------------------------- POST
     def do_POST(self) -> None:
+        fake = self.fake
+        with fake._lock:
+            fake.in_flight += 1
+            fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+        try:
+            self._post()
+        finally:
+            with fake._lock:
+                fake.in_flight -= 1
+
+    def _post(self) -> None:
         self._arrived = time.monotonic()  # latency counts from here: replies leave at arrival + L
         route = self._route()
         if route not in ("/chat/completions", "/embeddings"):

@@ -15,7 +15,6 @@ Plots (differences are B − A):
 
 from __future__ import annotations
 
-import html as _html
 import math
 from typing import Any, Iterable
 
@@ -94,11 +93,17 @@ padding-top:.8em}
 # --------------------------------------------------------------------------- helpers
 
 
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;"})
+
+
 def esc(x: Any) -> str:
-    """Escape anything for HTML text or a quoted attribute value; None → 'n/a'."""
+    """Escape anything for HTML text or a quoted attribute value; None → 'n/a'.
+
+    The same five replacements as html.escape(quote=True), in one C-level pass: a report
+    over 10,000 cases escapes hundreds of thousands of values."""
     if x is None:
         return "n/a"
-    return _html.escape(str(x), quote=True)
+    return str(x).translate(_ESCAPES)
 
 
 def _num(x: Any) -> float | None:

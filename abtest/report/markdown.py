@@ -49,6 +49,9 @@ def _score_summaries(m: dict) -> list[list]:
     return rows
 
 
+FLIPPED_SHOWN = 200  # a longer table is unreadable in Markdown; JSON and HTML keep every case
+
+
 def render_markdown(r: dict) -> str:
     from tabulate import tabulate
 
@@ -224,11 +227,16 @@ def render_markdown(r: dict) -> str:
     add("")
     flipped = [row for row in r["per_case"] if row.get("flipped")]
     if flipped:
+        shown = flipped[:FLIPPED_SHOWN]
         add(tabulate([[row["case_id"], _f(row.get("faithfulness_a"), 2), _f(row.get("faithfulness_b"), 2),
                        row.get("pairwise") or "", ", ".join(sorted(set(row["checks_failed_b"]) -
                                                               set(row["checks_failed_a"])))]
-                      for row in flipped], headers=["case", "faith A", "faith B", "pairwise",
-                                                    "newly failing checks"], tablefmt="github"))
+                      for row in shown], headers=["case", "faith A", "faith B", "pairwise",
+                                                  "newly failing checks"], tablefmt="github"))
+        if len(flipped) > len(shown):
+            add("")
+            add(f"… and {len(flipped) - len(shown)} more; every case is in the JSON report's "
+                "`per_case` and in the HTML report.")
     else:
         add("No case crossed the faithfulness threshold or newly failed a check.")
     if r["unfinished_cases"]:
