@@ -44,20 +44,18 @@ def case_line(case: Case) -> str:
 class Fixture:
     """A loaded, verified fixture set.
 
-    Each case is held as its canonical JSON line (what the seal hashes) and parsed when
-    used, so a run over 100,000 cases holds a few dozen MB instead of every case as
-    pydantic objects; `iter_cases()` streams, `cases` parses all (small fixtures, reports).
+    A verified fixture keeps only its case ids: `iter_cases()` streams cases.jsonl again and
+    checks every line against its sealed sha256 as it goes, so a run over 100,000 cases holds
+    no case it is not working on, and a file edited after loading is refused, not used.
+    `cases` parses everything (small fixtures, reports).
     """
 
     def __init__(self, path: Path, manifest: FixtureManifest, cases: list[Case] | None = None,
-                 *, lines: list[str] | None = None, ids: list[str] | None = None):
+                 *, ids: list[str] | None = None):
         self.path = path
         self.manifest = manifest
-        if lines is None:
-            cases = list(cases or [])
-            lines, ids = [case_line(c) for c in cases], [c.id for c in cases]
-        self._lines, self._ids = lines, list(ids or [])
         self._cases = list(cases) if cases is not None else None
+        self._ids = [c.id for c in self._cases] if self._cases is not None else list(ids or [])
 
     @property
     def name(self) -> str:
@@ -68,7 +66,7 @@ class Fixture:
         return self.manifest.cases_sha256
 
     def __len__(self) -> int:
-        return len(self._lines)
+        return len(self._ids)
 
     @property
     def cases(self) -> list[Case]:
@@ -76,12 +74,21 @@ class Fixture:
             self._cases = list(self.iter_cases())
         return self._cases
 
-    def iter_cases(self) -> Iterable[Case]:
+    def iter_cases(self, want: set[str] | None = None) -> Iterable[Case]:
         if self._cases is not None:
-            yield from self._cases
+            yield from (c for c in self._cases if want is None or c.id in want)
             return
-        for line in self._lines:
-            yield Case.model_validate_json(line)
+        cpath = self.path / "cases.jsonl"
+        sealed = iter(self.manifest.cases)
+        for n, line in _text_lines(cpath):
+            if not line.strip():
+                continue
+            h = next(sealed, None)
+            if h is None or sha256_text(line) != h.sha256:
+                raise UserError("cases.jsonl changed while in use (its sealed sha256 no longer "
+                                "matches); start again", file=str(cpath), where=f"line {n}")
+            if want is None or h.id in want:
+                yield Case.model_validate_json(line)
 
     def ids(self) -> list[str]:
         return list(self._ids)
@@ -90,9 +97,7 @@ class Fixture:
         """All cases by id, or only those named (without parsing the rest)."""
         if ids is None:
             return {c.id: c for c in self.cases}
-        want = set(ids)
-        return {i: Case.model_validate_json(line) for i, line in zip(self._ids, self._lines)
-                if i in want}
+        return {c.id: c for c in self.iter_cases(set(ids))}
 
 
 def _text_lines(path: Path) -> Iterable[tuple[int, str]]:
@@ -222,7 +227,6 @@ def load_fixture(path: str | os.PathLike, *, verify: bool = True) -> Fixture:
         cases = parse_cases(cpath)
         return Fixture(path, manifest, cases)
     expected = {h.id: h.sha256 for h in manifest.cases}
-    lines: list[str] = []
     ids: list[str] = []
     for case in iter_parsed_cases(cpath):
         line = case_line(case)
@@ -234,10 +238,12 @@ def load_fixture(path: str | os.PathLike, *, verify: bool = True) -> Fixture:
             raise UserError("case content does not match its sealed sha256 (tampered or "
                             "edited; re-capture or re-seal deliberately)", file=str(cpath),
                             where=f"case {case.id}")
-        lines.append(line)
         ids.append(case.id)
-    _verify_totals(cpath, manifest, len(lines), set(expected) - set(ids))
-    return Fixture(path, manifest, lines=lines, ids=ids)
+    _verify_totals(cpath, manifest, len(ids), set(expected) - set(ids))
+    if [h.id for h in manifest.cases] != ids:  # streaming relies on the manifest's order
+        raise UserError("cases.jsonl is not in the manifest's order (reordered after sealing)",
+                        file=str(cpath))
+    return Fixture(path, manifest, ids=ids)
 
 
 def _verify_totals(cpath: Path, manifest: FixtureManifest, n: int, missing: set[str]) -> None:
