@@ -106,6 +106,41 @@ def _litellm():
 # (other SDK paths, custom providers, a user-supplied `litellm.client_session`, a proxy)
 # hold a slot for the whole call, as before.
 _TLS = threading.local()
+
+
+class _LoopHolder:
+    """Closes a thread's event loop when the thread ends (its thread-locals are dropped)."""
+
+    def __init__(self, loop):
+        self.loop = loop
+
+    def __del__(self):
+        if self.loop is not None and not self.loop.is_running():
+            self.loop.close()
+
+
+def _thread_event_loop() -> None:
+    """Give the calling thread an event loop once.
+
+    litellm times every sync call with a hook that, on a thread without an event loop, runs
+    asyncio.run(): a new loop per call (~0.15 ms, an epoll instance and a socket pair each).
+    With one loop per thread it reuses that loop instead.
+    """
+    if getattr(_TLS, "loop", None) is not None:
+        return
+    import asyncio
+
+    _TLS.loop = _LoopHolder(None)
+    if threading.current_thread() is threading.main_thread():
+        return  # asyncio keeps one loop for the main thread already
+    try:
+        asyncio.get_event_loop_policy().get_event_loop()
+        return  # the thread has a loop (or runs one): litellm uses it
+    except RuntimeError:
+        pass
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    _TLS.loop = _LoopHolder(loop)
 _SESSION_OURS = False
 
 
@@ -420,6 +455,7 @@ class Gateway:
                 if self.stats.first_request is None:
                     self.stats.first_request = time.time()
             _TLS.wire = wire
+            _thread_event_loop()
             try:
                 resp = litellm.completion(**kw)
                 exc = None

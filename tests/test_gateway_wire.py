@@ -98,3 +98,28 @@ def test_fake_server_keep_alive_reuses_connections(server):
     assert len(server.requests) == 3
     # replies leave at arrival + latency, not later
     assert all(0.04 < r.elapsed.total_seconds() < 0.5 for r in [r])
+
+
+def test_one_event_loop_per_calling_thread(tmp_path, server, monkeypatch):
+    """litellm's sync timing hook would build (and tear down) an event loop on every call from a
+    thread without one; the gateway gives each calling thread one loop instead."""
+    import asyncio.base_events as be
+
+    created = []
+    orig = be.BaseEventLoop.__init__
+
+    def counting_init(self, *a, **k):
+        created.append(threading.current_thread().name)
+        orig(self, *a, **k)
+
+    store = Store(tmp_path / "s.duckdb")
+    gw = Gateway(store, concurrency=2, run_id="r")
+    spec = ModelSpec(model="openai/fake-model", api_base=server.base_url, max_tokens=16)
+    monkeypatch.setattr(be.BaseEventLoop, "__init__", counting_init)
+    with ThreadPoolExecutor(3, thread_name_prefix="caller") as pool:
+        results = list(pool.map(lambda i: gw.complete(spec, _msgs(i), purpose="generate:A"),
+                                range(24)))
+    store.close()
+    assert all(r.ok for r in results) and len(server.requests) == 24
+    callers = [n for n in created if n.startswith("caller")]
+    assert 0 < len(callers) <= 3, created  # one per thread, not one per call (24)
