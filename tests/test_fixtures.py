@@ -186,3 +186,21 @@ def test_capture_truncates_long_chunks(kb):
     case = json.loads(Path("fixtures/short/cases.jsonl").read_text().splitlines()[0])
     assert all(len(c["text"]) <= 12 for c in case["context"])
     assert "max_chars=12" in json.loads(Path("fixtures/short/manifest.json").read_text())["retriever"]
+
+
+def test_verified_fixture_holds_compact_seals_and_refuses_a_line_edited_in_use(tmp_path):
+    from abtest.errors import UserError
+    from abtest.fixtures import load_fixture, write_fixture
+    from abtest.models import Case, Chunk
+
+    cases = [Case(id=f"q{i}", question=f"Q{i}?", answerable=True, corpus_version="v", retriever="r",
+                  context=[Chunk(id=f"c{i}", text=f"text {i}")]) for i in range(5)]
+    write_fixture(tmp_path / "fx", cases, corpus_version="v", retriever="r")
+    fx = load_fixture(tmp_path / "fx")
+    assert fx.manifest.cases == [] and len(fx._sealed) == 32 * 5  # ids + digests, no objects
+    assert [c.id for c in fx.iter_cases()] == fx.ids() == [f"q{i}" for i in range(5)]
+    assert [c.id for c in fx.iter_cases({"q3"})] == ["q3"]
+    path = tmp_path / "fx" / "cases.jsonl"
+    path.write_text(path.read_text().replace("text 3", "text 9"))
+    with pytest.raises(UserError, match="changed while in use"):
+        list(fx.iter_cases())

@@ -219,7 +219,8 @@ def render_markdown(r: dict) -> str:
     add("")
     if r["remediation"]:
         add(tabulate([[x["priority"], x["item"], x["likely_cause"], x["remedy"]] for x in r["remediation"]],
-                     headers=["priority", "item", "likely cause", "remedy"], tablefmt="github"))
+                     headers=["priority", "item", "likely cause", "remedy"], tablefmt="github",
+                     disable_numparse=True))  # every cell is text; type sniffing cost seconds
     else:
         add("Nothing to remediate.")
     add("")
@@ -232,7 +233,8 @@ def render_markdown(r: dict) -> str:
                        row.get("pairwise") or "", ", ".join(sorted(set(row["checks_failed_b"]) -
                                                               set(row["checks_failed_a"])))]
                       for row in shown], headers=["case", "faith A", "faith B", "pairwise",
-                                                  "newly failing checks"], tablefmt="github"))
+                                                  "newly failing checks"], tablefmt="github",
+                     disable_numparse=True, colalign=("left", "right", "right", "left", "left")))
         if len(flipped) > len(shown):
             add("")
             add(f"… and {len(flipped) - len(shown)} more; every case is in the JSON report's "
