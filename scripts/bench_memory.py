@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -21,10 +22,21 @@ from pathlib import Path
 from benchlib import make_project, responder
 from fake_llm_server import FakeLLMServer
 
+
+def _rss_mb(pid: int) -> tuple[float, float]:
+    """Current and peak resident set of a running process (Linux /proc)."""
+    try:
+        status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status"))
+        return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
+    except (OSError, KeyError, ValueError):
+        return float("nan"), float("nan")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--every", type=int, default=10_000, help="print RSS every this many cases")
     args = ap.parse_args()
     srv = FakeLLMServer(latency=0.0, responder=responder, max_seconds=7200, keep_alive=True)
     url = srv.start()
@@ -34,13 +46,22 @@ if __name__ == "__main__":
             proj = make_project(Path(tmp), args.n, url, args.concurrency, judges="[]")
             setup = time.monotonic() - t0
             t0 = time.monotonic()
-            out = subprocess.run([sys.executable, "-m", "abtest.cli", "run", "--fixture", "fixtures/bench",
-                                  "--a", "variants/a.yaml", "--b", "variants/b.yaml"], cwd=proj,
-                                 capture_output=True, text=True)
+            proc = subprocess.Popen([sys.executable, "-m", "abtest.cli", "run", "--fixture", "fixtures/bench",
+                                     "--a", "variants/a.yaml", "--b", "variants/b.yaml"], cwd=proj,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            tail: list[str] = []
+            for line in proc.stderr:  # progress lines: "[k/n] case: ok"
+                tail = (tail + [line])[-20:]
+                m = re.search(r"\[(\d+)/\d+\]", line)
+                if m and int(m.group(1)) % args.every == 0:
+                    rss, hwm = _rss_mb(proc.pid)
+                    print(f"  {int(m.group(1)):>7,} cases  {time.monotonic() - t0:7.0f} s  "
+                          f"RSS {rss:.0f} MB (peak so far {hwm:.0f} MB)", flush=True)
+            proc.wait()
             wall = time.monotonic() - t0
             usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-            if out.returncode != 0:
-                sys.exit(out.stderr[-2000:])
+            if proc.returncode != 0:
+                sys.exit("".join(tail))
             print(f"{args.n} cases ({len(srv.requests)} provider requests), fixture written in {setup:.1f} s")
             print(f"run: {wall:.1f} s ({args.n / wall:.0f} cases/s), peak RSS {usage.ru_maxrss / 1024:.0f} MB "
                   f"(target < 500 MB)")
