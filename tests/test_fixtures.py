@@ -204,3 +204,39 @@ def test_verified_fixture_holds_compact_seals_and_refuses_a_line_edited_in_use(t
     path.write_text(path.read_text().replace("text 3", "text 9"))
     with pytest.raises(UserError, match="changed while in use"):
         list(fx.iter_cases())
+
+
+def test_loading_tells_an_edited_line_from_a_reformatted_one_and_names_bad_fields(tmp_path):
+    """Seals are checked on the line's own bytes first; a line that does not match is
+    re-serialised only to tell an edit (tampered) from a reformat (bytes differ)."""
+    from abtest.errors import UserError
+    from abtest.fixtures import load_fixture, write_fixture
+    from abtest.models import Case, Chunk
+
+    cases = [Case(id=f"q{i}", question=f"Q{i}?", answerable=True, corpus_version="v", retriever="r",
+                  context=[Chunk(id=f"c{i}", text=f"text {i}")]) for i in range(3)]
+    write_fixture(tmp_path / "fx", cases, corpus_version="v", retriever="r")
+    path = tmp_path / "fx" / "cases.jsonl"
+    sealed = path.read_text()
+    lines = sealed.splitlines()
+    # same content, other key order and spacing: the case is intact, the file's bytes are not
+    lines[1] = json.dumps(dict(reversed(list(json.loads(lines[1]).items()))), indent=None,
+                          separators=(", ", ": "))
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(UserError, match="reformatted") as exc:
+        load_fixture(tmp_path / "fx")
+    assert "tampered" not in str(exc.value)
+    path.write_text(sealed.replace("text 1", "text 7"))
+    with pytest.raises(UserError, match="tampered") as exc:
+        load_fixture(tmp_path / "fx")
+    assert "case q1" in str(exc.value)
+    # a line pydantic's JSON parser refuses is re-read for a one-line error naming the field
+    path.write_text(sealed.replace('"answerable":true', '"answerable":"perhaps"', 1))
+    assert '"perhaps"' in path.read_text()
+    with pytest.raises(UserError, match="answerable") as exc:
+        load_fixture(tmp_path / "fx")
+    assert "line 1" in str(exc.value) and "case q0" in str(exc.value)
+    path.write_text(sealed.replace("{", "[", 1))
+    with pytest.raises(UserError, match="invalid JSON") as exc:
+        load_fixture(tmp_path / "fx")
+    assert "line 1" in str(exc.value)

@@ -416,18 +416,20 @@ def _metric_at(metrics: dict, key: str) -> dict | None:
 
 
 def _fixture_cases(run: dict) -> dict[str, dict]:
+    """The run's cases for display (questions, contexts, answerable); {} when unreadable.
+
+    Only cases.jsonl is parsed: the manifest's 10,000 seals are not needed for a report."""
     from pathlib import Path
 
-    from ..fixtures import load_fixture
+    from ..fixtures import parse_cases
 
-    p = Path(run["fixture_path"] or "")
-    if not p.exists():
+    p = Path(run["fixture_path"] or "") / "cases.jsonl"
+    if not p.is_file():
         return {}
     try:
-        fx = load_fixture(p, verify=False)
+        return {c.id: c.model_dump() for c in parse_cases(p)}
     except UserError:
         return {}
-    return {c.id: c.model_dump() for c in fx.cases}
 
 
 def _fixture_schedule(run: dict) -> dict:
