@@ -51,15 +51,17 @@ class Fixture:
     """
 
     def __init__(self, path: Path, manifest: FixtureManifest, cases: list[Case] | None = None,
-                 *, ids: list[str] | None = None, sealed: bytes | None = None):
+                 *, ids: list[str] | None = None):
         self.path = path
-        self.manifest = manifest
-        # the per-line seals as 32-byte digests back to back: 3 MB at 100,000 cases, where
-        # the manifest's objects take ~50 MB (the held manifest then has no case list)
         self._cases = list(cases) if cases is not None else None
         self._ids = [c.id for c in self._cases] if self._cases is not None else list(ids or [])
-        self._sealed = sealed if sealed is not None or self._cases is not None else \
-            b"".join(bytes.fromhex(h.sha256) for h in manifest.cases)
+        self._sealed = b""
+        if self._cases is None:
+            # the per-line seals as 32-byte digests back to back: 3 MB at 100,000 cases, where
+            # the manifest's objects take ~50 MB (the held manifest then has no case list)
+            self._sealed = b"".join(bytes.fromhex(h.sha256) for h in manifest.cases)
+            manifest = manifest.model_copy(update={"cases": []})
+        self.manifest = manifest
 
     @property
     def name(self) -> str:
@@ -274,9 +276,7 @@ def load_fixture(path: str | os.PathLike, *, verify: bool = True) -> Fixture:
     if [h.id for h in manifest.cases] != ids:  # streaming relies on the manifest's order
         raise UserError("cases.jsonl is not in the manifest's order (reordered after sealing)",
                         file=str(cpath))
-    # every seal matched a computed digest above, so each is valid hex
-    sealed = b"".join(bytes.fromhex(h.sha256) for h in manifest.cases)
-    return Fixture(path, manifest.model_copy(update={"cases": []}), ids=ids, sealed=sealed)
+    return Fixture(path, manifest, ids=ids)  # every seal matched a digest above: valid hex
 
 
 def _verify_totals(cpath: Path, manifest: FixtureManifest, n: int, missing: set[str]) -> None:
