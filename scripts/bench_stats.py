@@ -20,6 +20,7 @@ from pathlib import Path
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=10_000)
+    ap.add_argument("--profile", metavar="FILE", help="write a cProfile of the timed part to FILE")
     args = ap.parse_args()
     from abtest.fixtures import write_fixture
     from abtest.models import Case, Chunk, Config
@@ -68,18 +69,27 @@ if __name__ == "__main__":
         import abtest.stats  # noqa: F401  (scipy/statsmodels: a one-time import per process)
         from statsmodels.discrete.discrete_model import Logit  # noqa: F401
         imports = time.monotonic() - t_imp
+        prof = None
+        if args.profile:
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
         t0 = time.monotonic()
-        import cProfile, os
-        prof = cProfile.Profile() if os.environ.get("BENCH_PROFILE") else None
-        if prof: prof.enable()
         rep = build_report(s, "bench")
         t1 = time.monotonic()
-        sizes = {fmt: len(render(rep, fmt)) for fmt in ("md", "json", "html")}
-        if prof:
-            prof.disable(); prof.dump_stats(os.environ["BENCH_PROFILE"])
+        sizes, took = {}, {}
+        for fmt in ("md", "json", "html"):
+            tf = time.monotonic()
+            sizes[fmt] = len(render(rep, fmt))
+            took[fmt] = time.monotonic() - tf
         t2 = time.monotonic()
+        if prof:
+            prof.disable()
+            prof.dump_stats(args.profile)
         s.close()
         print(f"{args.n} cases (store filled in {setup:.1f} s, not timed; scipy/statsmodels imports "
               f"{imports:.2f} s, once per process, not counted)")
-        print(f"statistics + report dict: {t1 - t0:.2f} s; md+json+html rendering: {t2 - t1:.2f} s; "
-              f"total {t2 - t0:.2f} s (target < 2 s); sizes {sizes}")
+        print(f"statistics + report dict: {t1 - t0:.2f} s; rendering: {t2 - t1:.2f} s ("
+              + ", ".join(f"{f} {took[f]:.2f} s, {sizes[f] / 1e6:.1f} MB" for f in took)
+              + f"); total {t2 - t0:.2f} s (target < 2 s)")

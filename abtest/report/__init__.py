@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
-from .build import SCHEMA_VERSION, build_report  # noqa: F401
+from .build import SCHEMA_VERSION, build_report, gc_paused  # noqa: F401
+
+
+# one encoder for every value: json.dumps(v, default=str) builds a new encoder per call
+_ENCODE = json.JSONEncoder(default=str).encode
 
 
 def to_json(obj, level: int = 0) -> str:
@@ -12,16 +16,21 @@ def to_json(obj, level: int = 0) -> str:
     line: the same document, 10x faster on 10,000 cases (the indenting encoder is pure Python)."""
     pad, inner = "  " * level, "  " * (level + 1)
     if isinstance(obj, dict) and obj:
-        return "{\n" + ",\n".join(f"{inner}{json.dumps(str(k) if not isinstance(k, str) else k)}: "
+        return "{\n" + ",\n".join(f"{inner}{_ENCODE(k if isinstance(k, str) else str(k))}: "
                                     f"{to_json(v, level + 1)}" for k, v in obj.items()) + f"\n{pad}}}"
     if isinstance(obj, (list, tuple)) and obj:
         if len(obj) > 50:
-            return "[\n" + ",\n".join(inner + json.dumps(v, default=str) for v in obj) + f"\n{pad}]"
+            return "[\n" + ",\n".join(inner + _ENCODE(v) for v in obj) + f"\n{pad}]"
         return "[\n" + ",\n".join(inner + to_json(v, level + 1) for v in obj) + f"\n{pad}]"
-    return json.dumps(obj, default=str)
+    return _ENCODE(obj)
 
 
 def render(report: dict, fmt: str) -> str:
+    with gc_paused():
+        return _render(report, fmt)
+
+
+def _render(report: dict, fmt: str) -> str:
     if fmt == "json":
         return to_json(report) + "\n"
     if fmt == "md":

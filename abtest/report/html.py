@@ -132,6 +132,8 @@ def _f(x: Any, nd: int = 3, signed: bool = False) -> str:
 
 def _fv(x: Any, nd: int = 3, signed: bool = False) -> str:
     """Formatted value, with 'n/a' greyed out."""
+    if type(x) is float and math.isfinite(x) and not 0 < abs(x) < 10 ** -nd:
+        return f"{x:+.{nd}f}" if signed else f"{x:.{nd}f}"  # _f's result; digits need no escaping
     s = _f(x, nd, signed)
     return '<span class="na">n/a</span>' if s == "n/a" else esc(s)
 
@@ -789,9 +791,10 @@ def _cases(r: dict) -> str:
     num = ' class="num"'
     out += [f'<th{num if i in num_cols else ""}>{esc(h)}</th>' for i, h in enumerate(headers)]
     out.append("</tr></thead>")
+    td_open = [f'<td{num if i in num_cols else ""}>' for i in range(len(headers))]
     for row in rows_in:
-        cid = row.get("case_id")
-        cells = [f"<strong>{esc(cid)}</strong>", esc(row.get("category") or "—"),
+        cid = esc(row.get("case_id"))
+        cells = [f"<strong>{cid}</strong>", esc(row.get("category") or "—"),
                  _bool_txt(row.get("answerable")), _bool_txt(row.get("finished"))]
         for j in judges:
             cells += [_fv(row.get(f"{j}_a"), 2), _fv(row.get(f"{j}_b"), 2)]
@@ -820,9 +823,8 @@ def _cases(r: dict) -> str:
                           "".join(f"<li>{esc(e)}</li>" for e in errs) + "</ul>")
         detail.append("</details>")
         cls_attr = f' class="{esc(cls)}"' if cls else ""
-        out.append(f'<tbody id="case-{esc(cid)}" class="case" data-case="{esc(cid)}">'
-                   f"<tr{cls_attr}>")
-        out += [f'<td{num if i in num_cols else ""}>{c}</td>' for i, c in enumerate(cells)]
+        out.append(f'<tbody id="case-{cid}" class="case" data-case="{cid}"><tr{cls_attr}>'
+                   + "".join(f"{o}{c}</td>" for o, c in zip(td_open, cells)))
         out.append(f'</tr><tr class="detail{(" " + esc(cls)) if cls else ""}"><td colspan="'
                    f'{len(headers)}">{"".join(detail)}</td></tr></tbody>')
     out.append("</table></div></section>")

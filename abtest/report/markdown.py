@@ -52,6 +52,23 @@ def _score_summaries(m: dict) -> list[list]:
 FLIPPED_SHOWN = 200  # a longer table is unreadable in Markdown; JSON and HTML keep every case
 
 
+def _text_table(rows: list[list], headers: list[str]) -> str:
+    """A GitHub pipe table of text cells, laid out as tabulate's "github" format.
+
+    The remediation backlog has a row per hallucination incident (8,000 at 10,000 cases), where
+    tabulate's per-cell type inference took ~0.4 s; a "|" in a cell is escaped, a line break
+    becomes a space."""
+    cells = [[str("" if c is None else c).strip().replace("|", "\\|").replace("\n", " ") for c in row]
+             for row in rows]
+    widths = [max([len(h) + 2] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
+
+    def line(vals):
+        return "| " + " | ".join(v.ljust(w) for v, w in zip(vals, widths)) + " |"
+
+    return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+                     + [line(row) for row in cells])
+
+
 def render_markdown(r: dict) -> str:
     from tabulate import tabulate
 
@@ -218,9 +235,8 @@ def render_markdown(r: dict) -> str:
     add("## Remediation backlog")
     add("")
     if r["remediation"]:
-        add(tabulate([[x["priority"], x["item"], x["likely_cause"], x["remedy"]] for x in r["remediation"]],
-                     headers=["priority", "item", "likely cause", "remedy"], tablefmt="github",
-                     disable_numparse=True))  # every cell is text; type sniffing cost seconds
+        add(_text_table([[x["priority"], x["item"], x["likely_cause"], x["remedy"]]
+                         for x in r["remediation"]], ["priority", "item", "likely cause", "remedy"]))
     else:
         add("Nothing to remediate.")
     add("")

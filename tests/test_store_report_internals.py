@@ -1,0 +1,118 @@
+"""The store's storage layout and the report's fast paths give the same results as the slow ones."""
+
+from __future__ import annotations
+
+import gc
+import json
+import threading
+
+import pytest
+from tabulate import tabulate
+
+from abtest import stats as S
+from abtest.fixtures import read_manifest, write_fixture
+from abtest.models import Case, Chunk
+from abtest.report import build as B
+from abtest.report import render
+from abtest.report.markdown import _text_table
+from abtest.store import ROW_GROUP_SIZE, Store
+
+
+def test_store_row_groups_are_bounded_and_every_thread_reads_the_store(tmp_path):
+    n = 2 * ROW_GROUP_SIZE + 100
+    s = Store(tmp_path / "s.duckdb")
+    s.bulk_insert("checks", [{"run_id": "r", "case_id": f"q{i:06d}", "variant": "A", "name": "length",
+                              "passed": True, "detail": "", "data_json": "{}"} for i in range(n)])
+    s.close()
+    s = Store(tmp_path / "s.duckdb", read_only=True)
+    groups = s.con.execute("SELECT count(DISTINCT row_group_id) FROM pragma_storage_info('checks')").fetchone()[0]
+    assert groups == 3  # DuckDB's default (122,880 rows) would keep these rows in one group
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(len(s.checks("r"))))  # a cursor of its own
+    t.start()
+    t.join()
+    assert seen == [n]
+    s.close()
+
+
+@pytest.mark.parametrize("rows", [
+    [["P1", "hallucination incident in case q1 (faithfulness 0.12)", "cause", "remedy"]],
+    [["P2", "a", "bb", "ccc"], ["P3", "longer item text", "", "x"], ["P1", " padded ", "é", "—"]],
+])
+def test_text_table_is_tabulates_github_layout(rows):
+    headers = ["priority", "item", "likely cause", "remedy"]
+    assert _text_table(rows, headers) == tabulate(rows, headers=headers, tablefmt="github",
+                                                  disable_numparse=True)
+
+
+def test_text_table_escapes_pipes_and_line_breaks():
+    out = _text_table([["P1", "a | b", "two\nlines", None]], ["priority", "item", "cause", "remedy"])
+    body = out.splitlines()[2]
+    assert body.count(" | ") == 3 and "a \\| b" in body and "two lines" in body
+    assert len(out.splitlines()) == 3
+
+
+def test_gc_is_paused_while_a_report_is_built_and_restored_after(tmp_path, monkeypatch):
+    states = []
+    monkeypatch.setattr(B, "_build_report", lambda *a, **k: states.append(gc.isenabled()) or {})
+    assert gc.isenabled()
+    B.build_report(None, "r")
+    assert states == [False] and gc.isenabled()
+
+    def boom(*a, **k):
+        raise RuntimeError("x")
+
+    monkeypatch.setattr(B, "_build_report", boom)
+    with pytest.raises(RuntimeError):
+        B.build_report(None, "r")
+    assert gc.isenabled()
+    gc.disable()  # a caller that runs without the collector keeps it off
+    try:
+        with B.gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(ValueError):
+        render({}, "xml")
+    assert gc.isenabled()
+
+
+def test_holm_leaves_the_callers_frozen_objects_alone():
+    before = gc.get_freeze_count()
+    assert S.holm([0.01, 0.04, 0.03]).p_adjusted == pytest.approx((0.03, 0.06, 0.06))
+    assert gc.get_freeze_count() == before
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        S.holm([0.2, 0.01])
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
+def test_manifest_read_without_its_case_seals_keeps_dates_and_refuses_bad_fields(tmp_path):
+    cases = [Case(id=f"q{i}", question="Q?", answerable=True, corpus_version="v", retriever="r",
+                  context=[Chunk(id="c1", text="t")]) for i in range(3)]
+    fx = write_fixture(tmp_path / "fx", cases, corpus_version="v", retriever="r", refresh_every_days=7)
+    full = read_manifest(fx.path / "manifest.json")
+    light = read_manifest(fx.path / "manifest.json", cases=False)
+    assert len(full.cases) == 3 and light.cases == []
+    assert (light.captured_at, light.refresh_every_days, light.n_cases) == \
+        (full.captured_at, 7, 3)
+    data = json.loads((fx.path / "manifest.json").read_text())
+    data["refresh_every_days"] = "weekly"
+    (fx.path / "manifest.json").write_text(json.dumps(data))
+    with pytest.raises(Exception, match="refresh_every_days"):
+        read_manifest(fx.path / "manifest.json", cases=False)
+
+
+def test_report_reads_cases_jsonl_as_plain_json_with_their_display_fields(tmp_path):
+    cases = [Case(id="q1", question="Why?", answerable=False, category="out_of_scope",
+                  corpus_version="v", retriever="r", context=[Chunk(id="c9", text="t")])]
+    fx = write_fixture(tmp_path / "fx", cases, corpus_version="v", retriever="r")
+    got = B._fixture_cases({"fixture_path": str(fx.path)})
+    assert got["q1"]["question"] == "Why?" and got["q1"]["answerable"] is False
+    assert got["q1"]["category"] == "out_of_scope" and [c["id"] for c in got["q1"]["context"]] == ["c9"]
+    (fx.path / "cases.jsonl").write_text('{"id": "q1", "context": "not a list"}\n')
+    assert B._fixture_cases({"fixture_path": str(fx.path)}) == {}
