@@ -9,6 +9,7 @@ call time and are never stored or logged.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -50,23 +51,16 @@ def _import_and_warm() -> None:
     """Import litellm, then let it import what its first call would (~0.3 s of lazy imports)
     before the first real request, so that the first requests are not held up by it."""
     litellm = _litellm()
-    import gc
+    from .gcpause import gc_paused
 
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        # a mock response: no network, no provider, nothing cached or logged by abtest
+    # a warm-up only (the real call reports any real problem): a mock response, so no network,
+    # no provider, nothing cached or logged by abtest
+    with gc_paused(freeze=True), contextlib.suppress(Exception):
         litellm.completion(model="openai/abtest-warmup", api_base="http://127.0.0.1:9/v1",
                            api_key="sk-no-key", messages=[{"role": "user", "content": "warm-up"}],
                            mock_response="ok", max_tokens=1)
         for mod in ("litellm._service_logger", "litellm.proxy.spend_tracking.savings"):
             __import__(mod)
-    except Exception:  # a warm-up only: the real call reports any real problem
-        pass
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
 
 
 def _litellm():
@@ -76,19 +70,13 @@ def _litellm():
     with _IMPORT_LOCK:
         if _LITELLM is None:
             _setup_env()
-            import gc
+            from .gcpause import gc_paused
 
             # litellm allocates hundreds of thousands of long-lived objects at import: the cyclic
             # collector re-scanning them costs ~1.2 s during the import and ~1.3 s again at
             # interpreter exit, so it is paused for the import and the result frozen.
-            enabled = gc.isenabled()
-            gc.disable()
-            try:
+            with gc_paused(freeze=True):
                 import litellm
-            finally:
-                gc.freeze()
-                if enabled:
-                    gc.enable()
             litellm.suppress_debug_info = True
             litellm.telemetry = False
             litellm.drop_params = True

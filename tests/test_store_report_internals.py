@@ -11,6 +11,7 @@ from tabulate import tabulate
 
 from abtest import stats as S
 from abtest.fixtures import read_manifest, write_fixture
+from abtest.gcpause import gc_paused
 from abtest.models import Case, Chunk
 from abtest.report import build as B
 from abtest.report import render
@@ -68,7 +69,7 @@ def test_gc_is_paused_while_a_report_is_built_and_restored_after(tmp_path, monke
     assert gc.isenabled()
     gc.disable()  # a caller that runs without the collector keeps it off
     try:
-        with B.gc_paused():
+        with gc_paused():
             pass
         assert not gc.isenabled()
     finally:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from .build import SCHEMA_VERSION, build_report, gc_paused  # noqa: F401
+from ..gcpause import gc_paused
+from .build import SCHEMA_VERSION, build_report  # noqa: F401
 
 
 # one encoder for every value: json.dumps(v, default=str) builds a new encoder per call
