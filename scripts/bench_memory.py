@@ -5,6 +5,7 @@ Generations and deterministic checks only (judges: []), so the measure is abtest
 bookkeeping per case, not the judges' prompts.
 
     python scripts/bench_memory.py --n 100000
+    python scripts/bench_memory.py --n 100000 --trace   # the peak of each end-of-run step
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ if __name__ == "__main__":
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--every", type=int, default=10_000, help="print RSS every this many cases")
+    ap.add_argument("--trace", action="store_true",
+                    help="run through scripts/memtrace.py: the peak of each step after the last case")
     args = ap.parse_args()
     srv = FakeLLMServer(latency=0.0, responder=responder, max_seconds=7200, keep_alive=True)
     url = srv.start()
@@ -46,13 +49,21 @@ if __name__ == "__main__":
             proj = make_project(Path(tmp), args.n, url, args.concurrency, judges="[]")
             setup = time.monotonic() - t0
             t0 = time.monotonic()
-            proc = subprocess.Popen([sys.executable, "-m", "abtest.cli", "run", "--fixture", "fixtures/bench",
+            cmd = [sys.executable, str(Path(__file__).with_name("memtrace.py"))] if args.trace else \
+                [sys.executable, "-m", "abtest.cli"]
+            proc = subprocess.Popen(cmd + ["run", "--fixture", "fixtures/bench",
                                      "--a", "variants/a.yaml", "--b", "variants/b.yaml"], cwd=proj,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             tail: list[str] = []
+            peak_cases = float("nan")  # the peak (a high-water mark) read at the last case
             for line in proc.stderr:  # progress lines: "[k/n] case: ok"
                 tail = (tail + [line])[-20:]
-                m = re.search(r"\[(\d+)/\d+\]", line)
+                if line.startswith("memtrace:"):
+                    print(f"  {line.strip()}", flush=True)
+                    continue
+                m = re.search(r"\[(\d+)/(\d+)\]", line)
+                if m and m.group(1) == m.group(2):
+                    peak_cases = _rss_mb(proc.pid)[1]
                 if m and int(m.group(1)) % args.every == 0:
                     rss, hwm = _rss_mb(proc.pid)
                     print(f"  {int(m.group(1)):>7,} cases  {time.monotonic() - t0:7.0f} s  "
@@ -64,6 +75,7 @@ if __name__ == "__main__":
                 sys.exit("".join(tail))
             print(f"{args.n} cases ({len(srv.requests)} provider requests), fixture written in {setup:.1f} s")
             print(f"run: {wall:.1f} s ({args.n / wall:.0f} cases/s), peak RSS {usage.ru_maxrss / 1024:.0f} MB "
-                  f"(target < 500 MB)")
+                  f"(target < 500 MB){' in interpreter shutdown alone (--trace resets it)' if args.trace else ''}; "
+                  f"{peak_cases:.0f} MB read at the last case")
     finally:
         srv.stop()
