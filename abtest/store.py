@@ -447,9 +447,21 @@ class Store:
             ops.extend(self._check_ops(run_id, case_id, variant, results))
         self._write(ops)
 
-    def generations(self, run_id: str) -> list[dict[str, Any]]:
-        return self._rows("SELECT * FROM generations WHERE run_id = ? ORDER BY case_id, variant",
+    def generations(self, run_id: str, *, messages: bool = True) -> list[dict[str, Any]]:
+        """A run's generations; messages=False leaves out the rendered prompts (messages_json),
+        which hold every case's context: most of a run's bytes, needed by few readers."""
+        cols = "*" if messages else "* EXCLUDE (messages_json)"
+        return self._rows(f"SELECT {cols} FROM generations WHERE run_id = ? ORDER BY case_id, variant",
                           [run_id])
+
+    def prompt_pair(self, run_id: str) -> tuple[str, str, str] | None:
+        """(case_id, A's messages_json, B's) for the first case with both prompts stored."""
+        rows = self._rows(
+            "SELECT a.case_id, a.messages_json AS a, b.messages_json AS b FROM generations a "
+            "JOIN generations b ON b.run_id = a.run_id AND b.case_id = a.case_id AND b.variant = 'B' "
+            "WHERE a.run_id = ? AND a.variant = 'A' AND coalesce(a.messages_json, '') <> '' "
+            "AND coalesce(b.messages_json, '') <> '' ORDER BY a.case_id LIMIT 1", [run_id])
+        return (rows[0]["case_id"], rows[0]["a"], rows[0]["b"]) if rows else None
 
     def put_checks(self, run_id: str, case_id: str, variant: str, results: list[dict]) -> None:
         self._write(self._check_ops(run_id, case_id, variant, results))

@@ -79,17 +79,21 @@ def test_gc_is_paused_while_a_report_is_built_and_restored_after(tmp_path, monke
     assert gc.isenabled()
 
 
-def test_holm_leaves_the_callers_frozen_objects_alone():
-    before = gc.get_freeze_count()
+def test_holm_freezes_around_statsmodels_only_when_nothing_else_froze(monkeypatch):
+    # fakes, not gc itself: a process that imported litellm already has a frozen set (whose
+    # count drifts as its objects die), and a real unfreeze would release it
+    calls = []
+    real = S.multipletests
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(gc, "unfreeze", lambda: calls.append("unfreeze"))
+    monkeypatch.setattr(S, "multipletests", lambda *a, **k: calls.append("holm") or real(*a, **k))
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: 0)
     assert S.holm([0.01, 0.04, 0.03]).p_adjusted == pytest.approx((0.03, 0.06, 0.06))
-    assert gc.get_freeze_count() == before
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        S.holm([0.2, 0.01])
-        assert gc.get_freeze_count() == frozen
-    finally:
-        gc.unfreeze()
+    assert calls == ["freeze", "holm", "unfreeze"]
+    calls.clear()
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: 1234)  # a caller froze its own objects
+    assert S.holm([0.2, 0.01]).p_adjusted == pytest.approx((0.2, 0.02))
+    assert calls == ["holm"]
 
 
 def test_manifest_read_without_its_case_seals_keeps_dates_and_refuses_bad_fields(tmp_path):
@@ -117,3 +121,22 @@ def test_report_reads_cases_jsonl_as_plain_json_with_their_display_fields(tmp_pa
     assert got["q1"]["category"] == "out_of_scope" and [c["id"] for c in got["q1"]["context"]] == ["c9"]
     (fx.path / "cases.jsonl").write_text('{"id": "q1", "context": "not a list"}\n')
     assert B._fixture_cases({"fixture_path": str(fx.path)}) == {}
+
+
+def test_generations_without_prompts_and_the_one_prompt_pair_the_report_shows(tmp_path):
+    s = Store(tmp_path / "s.duckdb")
+    msgs = {("q1", "A"): "[]", ("q1", "B"): "",  # q1 lacks B's prompt: not a pair
+            ("q2", "A"): json.dumps([{"role": "user", "content": "a"}]),
+            ("q2", "B"): json.dumps([{"role": "user", "content": "b"}]),
+            ("q3", "A"): "[]", ("q3", "B"): "[]", ("q0", "A"): "[]"}
+    s.bulk_insert("generations", [{"run_id": "r", "case_id": c, "variant": v, "answer": f"{c}{v}",
+                                   "messages_json": m or None} for (c, v), m in msgs.items()])
+    light = s.generations("r", messages=False)
+    full = s.generations("r")
+    assert "messages_json" not in light[0] and "messages_json" in full[0]
+    assert [{k: v for k, v in g.items() if k != "messages_json"} for g in full] == light
+    assert s.prompt_pair("r") == ("q2", msgs[("q2", "A")], msgs[("q2", "B")])
+    assert s.prompt_pair("other") is None
+    diff = B._prompt_diff(s.prompt_pair("r"))
+    assert diff["case_id"] == "q2" and diff["changed_parts"] == ["user"]
+    s.close()

@@ -171,7 +171,7 @@ def _build_report(store, run_id: str, config=None) -> dict:
     cfg = config or Config.model_validate(json.loads(run["config_json"]))
     alpha = cfg.alpha
     info = json.loads(run["info_json"] or "{}")
-    gens = store.generations(run_id)
+    gens = store.generations(run_id, messages=False)
     judg = store.judgments(run_id)
     claims = store.claims(run_id)
     checks = store.checks(run_id)
@@ -364,7 +364,7 @@ def _build_report(store, run_id: str, config=None) -> dict:
     from ..golden import draft_summary
 
     report["golden"] = draft_summary(list(cases.values())) if cases else None
-    report["prompt_diff"] = _prompt_diff(gens)
+    report["prompt_diff"] = _prompt_diff(store.prompt_pair(run_id))
     report["claim"] = licensed_claim(report, cfg)
     report["taxonomy"], report["remediation"] = _taxonomy(report, finished, jby, checks, cases, gen_by)
     report["per_case"] = _per_case(all_ids, finished, cases, gen_by, jby, outcomes, checks,
@@ -647,23 +647,19 @@ def _taxonomy(report, finished, jby, checks, cases, gen_by):
     return {k: v for k, v in kinds.items()}, backlog
 
 
-def _prompt_diff(gens: list[dict]) -> dict | None:
+def _prompt_diff(pair: tuple[str, str, str] | None) -> dict | None:
     """Which parts of the rendered prompt differ between A and B, for one case."""
     from ..variants import messages_text, unified_diff
 
-    by = defaultdict(dict)
-    for g in gens:
-        if g["messages_json"]:
-            by[g["case_id"]][g["variant"]] = g["messages_json"]  # parsed for the one case shown
-    for cid in sorted(by):
-        if "A" in by[cid] and "B" in by[cid]:
-            a, b = json.loads(by[cid]["A"]), json.loads(by[cid]["B"])
-            roles = sorted({m["role"] for m in a + b})
-            changed = [r for r in roles if [m["content"] for m in a if m["role"] == r]
-                       != [m["content"] for m in b if m["role"] == r]]
-            return {"case_id": cid, "changed_parts": changed,
-                    "diff": unified_diff(messages_text(a), messages_text(b), "A", "B")}
-    return None
+    if pair is None:
+        return None
+    cid, a_json, b_json = pair
+    a, b = json.loads(a_json), json.loads(b_json)
+    roles = sorted({m["role"] for m in a + b})
+    changed = [r for r in roles if [m["content"] for m in a if m["role"] == r]
+               != [m["content"] for m in b if m["role"] == r]]
+    return {"case_id": cid, "changed_parts": changed,
+            "diff": unified_diff(messages_text(a), messages_text(b), "A", "B")}
 
 
 def _per_case(all_ids, finished, cases, gen_by, jby, outcomes, checks, errors_by_case):
