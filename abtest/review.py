@@ -130,7 +130,7 @@ def _claim_label(verdict: str | None) -> str | None:
 
 def _finished_cases(store, run_id: str) -> set[str]:
     """Cases the report scores: both answers generated and no generation/judge error."""
-    gens = store.generations(run_id, messages=False)
+    gens = store.generations(run_id, exclude=("messages_json",))
     have: dict[str, set[str]] = defaultdict(set)
     bad: set[str] = set()
     for g in gens:
@@ -202,7 +202,7 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
     n = int(n)
     run = _load_run(store, run_id)
     cases = _fixture_cases(run)
-    gens = {(g["case_id"], g["variant"]): g for g in store.generations(run_id, messages=False)}
+    gens = {(g["case_id"], g["variant"]): g for g in store.generations(run_id, exclude=("messages_json",))}
 
     def answer(cid: str, v: str) -> str | None:
         g = gens.get((cid, v))

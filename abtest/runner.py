@@ -425,7 +425,7 @@ def _judge_repeats(gw, lc: LoadedConfig, store, run_id: str, plan: RunPlan, unfi
 
     cfg = lc.config
     answers: dict[str, dict[str, str]] = {}
-    for g in store.generations(run_id, messages=False):
+    for g in store.generations(run_id, exclude=("messages_json",)):
         if g["answer"] is not None:
             answers.setdefault(g["case_id"], {})[g["variant"]] = g["answer"]
     pool = sorted(cid for cid in plan.fixture.ids()

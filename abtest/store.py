@@ -267,6 +267,15 @@ def _connect(path: Path, read_only: bool):
     return con
 
 
+def _star(exclude: Iterable[str]) -> str:
+    """`*`, or `* EXCLUDE (…)`: a wide text column costs most of a read (DuckDB → Python)."""
+    cols = list(exclude)
+    bad = [c for c in cols if not c.isidentifier()]
+    if bad:
+        raise ValueError(f"not a column name: {bad[0]!r}")
+    return f"* EXCLUDE ({', '.join(cols)})" if cols else "*"
+
+
 class Store:
     """A thread-safe handle on one DuckDB file (one writer process).
 
@@ -447,12 +456,11 @@ class Store:
             ops.extend(self._check_ops(run_id, case_id, variant, results))
         self._write(ops)
 
-    def generations(self, run_id: str, *, messages: bool = True) -> list[dict[str, Any]]:
-        """A run's generations; messages=False leaves out the rendered prompts (messages_json),
+    def generations(self, run_id: str, *, exclude: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """A run's generations; exclude=("messages_json",) leaves out the rendered prompts,
         which hold every case's context: most of a run's bytes, needed by few readers."""
-        cols = "*" if messages else "* EXCLUDE (messages_json)"
-        return self._rows(f"SELECT {cols} FROM generations WHERE run_id = ? ORDER BY case_id, variant",
-                          [run_id])
+        return self._rows(f"SELECT {_star(exclude)} FROM generations WHERE run_id = ? "
+                          "ORDER BY case_id, variant", [run_id])
 
     def prompt_pair(self, run_id: str) -> tuple[str, str, str] | None:
         """(case_id, A's messages_json, B's) for the first case with both prompts stored."""
@@ -498,12 +506,14 @@ class Store:
                                key=delete if i == 0 else None))
         self._write(ops)
 
-    def judgments(self, run_id: str, judge: str | None = None) -> list[dict[str, Any]]:
+    def judgments(self, run_id: str, judge: str | None = None, *,
+                  exclude: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """A run's judgments (of one judge); exclude names columns not to read (rationales)."""
         if judge:
-            return self._rows("SELECT * FROM judgments WHERE run_id = ? AND judge = ? "
+            return self._rows(f"SELECT {_star(exclude)} FROM judgments WHERE run_id = ? AND judge = ? "
                               "ORDER BY case_id, subject, sample", [run_id, judge])
-        return self._rows("SELECT * FROM judgments WHERE run_id = ? ORDER BY case_id, judge, subject, "
-                          "sample", [run_id])
+        return self._rows(f"SELECT {_star(exclude)} FROM judgments WHERE run_id = ? "
+                          "ORDER BY case_id, judge, subject, sample", [run_id])
 
     def claims(self, run_id: str) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM claims WHERE run_id = ? ORDER BY case_id, variant, idx",

@@ -131,7 +131,7 @@ def test_generations_without_prompts_and_the_one_prompt_pair_the_report_shows(tm
             ("q3", "A"): "[]", ("q3", "B"): "[]", ("q0", "A"): "[]"}
     s.bulk_insert("generations", [{"run_id": "r", "case_id": c, "variant": v, "answer": f"{c}{v}",
                                    "messages_json": m or None} for (c, v), m in msgs.items()])
-    light = s.generations("r", messages=False)
+    light = s.generations("r", exclude=("messages_json",))
     full = s.generations("r")
     assert "messages_json" not in light[0] and "messages_json" in full[0]
     assert [{k: v for k, v in g.items() if k != "messages_json"} for g in full] == light
@@ -139,4 +139,17 @@ def test_generations_without_prompts_and_the_one_prompt_pair_the_report_shows(tm
     assert s.prompt_pair("other") is None
     diff = B._prompt_diff(s.prompt_pair("r"))
     assert diff["case_id"] == "q2" and diff["changed_parts"] == ["user"]
+    s.close()
+
+
+def test_judgments_read_without_the_columns_named(tmp_path):
+    s = Store(tmp_path / "s.duckdb")
+    s.put_judgment({"run_id": "r", "case_id": "q1", "judge": "faithfulness", "subject": "A",
+                    "verdict": "scored", "score": 0.5, "rationale": "long text"})
+    full = s.judgments("r")[0]
+    light = s.judgments("r", "faithfulness", exclude=B._JUDGMENT_COLUMNS_UNREAD)[0]
+    assert full["rationale"] == "long text" and "rationale" not in light
+    assert light == {k: v for k, v in full.items() if k not in B._JUDGMENT_COLUMNS_UNREAD}
+    with pytest.raises(ValueError, match="not a column"):
+        s.judgments("r", exclude=("score; DROP TABLE runs",))
     s.close()

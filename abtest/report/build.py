@@ -162,6 +162,11 @@ def build_report(store, run_id: str, config=None) -> dict:
         return _build_report(store, run_id, config)
 
 
+# judgment columns no part of the report reads (rationales are long, one per judge call)
+_JUDGMENT_COLUMNS_UNREAD = ("rationale", "margin", "prompt_sha256", "call_hashes", "model_resolved",
+                            "created_at")
+
+
 def _build_report(store, run_id: str, config=None) -> dict:
     from .. import stats
     from ..checks import paired_check_table
@@ -171,8 +176,8 @@ def _build_report(store, run_id: str, config=None) -> dict:
     cfg = config or Config.model_validate(json.loads(run["config_json"]))
     alpha = cfg.alpha
     info = json.loads(run["info_json"] or "{}")
-    gens = store.generations(run_id, messages=False)
-    judg = store.judgments(run_id)
+    gens = store.generations(run_id, exclude=("messages_json",))
+    judg = store.judgments(run_id, exclude=_JUDGMENT_COLUMNS_UNREAD)
     claims = store.claims(run_id)
     checks = store.checks(run_id)
     cases = _fixture_cases(run)
