@@ -107,6 +107,30 @@ def m002_live(con) -> None:
 # --- end live runs ------------------------------------------------------------------------
 
 
+@migration
+def m003_lean_keys(con) -> None:
+    """Drop the primary keys on `checks` and `llm_calls`: DuckDB keeps every key index in
+    memory and re-serialises it at each checkpoint, and these two were most of it (a run
+    writes ~8 check rows per case). llm_calls.id comes from a sequence; a check row is
+    written in one transaction with its generation, whose key turns a re-write into
+    delete-then-insert (Store._check_ops); standalone check writes delete first."""
+    con.execute("""
+    CREATE TABLE checks__lean (
+        run_id VARCHAR NOT NULL, case_id VARCHAR NOT NULL, variant VARCHAR NOT NULL,
+        name VARCHAR NOT NULL, passed BOOLEAN, detail VARCHAR, data_json VARCHAR)""")
+    con.execute("""
+    CREATE TABLE llm_calls__lean (
+        id BIGINT NOT NULL DEFAULT nextval('llm_calls_seq'), call_hash VARCHAR NOT NULL,
+        run_id VARCHAR, purpose VARCHAR, case_id VARCHAR, model_requested VARCHAR,
+        model_resolved VARCHAR, system_fingerprint VARCHAR, prompt_tokens INTEGER,
+        completion_tokens INTEGER, cost DOUBLE, latency_ms DOUBLE, error VARCHAR,
+        attempt INTEGER, cached BOOLEAN, created_at TIMESTAMP)""")
+    for table in ("checks", "llm_calls"):
+        con.execute(f"INSERT INTO {table}__lean SELECT * FROM {table}")
+        con.execute(f"DROP TABLE {table}")
+        con.execute(f"ALTER TABLE {table}__lean RENAME TO {table}")
+
+
 def _now():
     from datetime import datetime, timezone
 
@@ -452,7 +476,10 @@ class Store:
             row = dict(row)
             row.setdefault("created_at", _now())
             ops.append(self._op("generations", row, replace=True))
+        written = {(r["run_id"], r["case_id"], r["variant"]) for r in rows}
         for run_id, case_id, variant, results in checks:
+            if (run_id, case_id, variant) not in written:  # no generation key guards these
+                ops.append(self._clear_checks(run_id, case_id, variant))
             ops.extend(self._check_ops(run_id, case_id, variant, results))
         self._write(ops)
 
@@ -472,11 +499,22 @@ class Store:
         return (rows[0]["case_id"], rows[0]["a"], rows[0]["b"]) if rows else None
 
     def put_checks(self, run_id: str, case_id: str, variant: str, results: list[dict]) -> None:
-        self._write(self._check_ops(run_id, case_id, variant, results))
+        """A variant's check results alone (live runs), replacing any earlier ones."""
+        self._write([self._clear_checks(run_id, case_id, variant),
+                     *self._check_ops(run_id, case_id, variant, results)])
+
+    @staticmethod
+    def _clear_checks(run_id: str, case_id: str, variant: str) -> Callable:
+        def clear(con):  # no key on checks (m003): an earlier attempt's rows go first
+            con.execute("DELETE FROM checks WHERE run_id = ? AND case_id = ? AND variant = ?",
+                        [run_id, case_id, variant])
+        return clear
 
     def _check_ops(self, run_id: str, case_id: str, variant: str, results: list[dict]) -> list:
         # a variant's checks are the same names on every attempt (a resumed run refuses a
-        # changed variant), so replacing row by row leaves nothing stale
+        # changed variant), so replacing row by row leaves nothing stale. checks has no key
+        # (m003): in put_generations the generation's key makes a re-write fail the fast
+        # path, and the slow path runs each row's DELETE before its INSERT.
         return [self._op("checks", {
             "run_id": run_id, "case_id": case_id, "variant": variant, "name": r["name"],
             "passed": r["passed"], "detail": r.get("detail"),

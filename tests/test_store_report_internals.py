@@ -153,3 +153,49 @@ def test_judgments_read_without_the_columns_named(tmp_path):
     with pytest.raises(ValueError, match="not a column"):
         s.judgments("r", exclude=("score; DROP TABLE runs",))
     s.close()
+
+
+def _check_rows(s, run_id="r"):
+    return sorted((c["case_id"], c["variant"], c["name"], c["passed"]) for c in s.checks(run_id))
+
+
+def test_checks_are_replaced_not_duplicated_without_a_key(tmp_path):
+    s = Store(tmp_path / "s.duckdb")
+    gen = {"run_id": "r", "case_id": "q1", "variant": "A", "answer": "x"}
+    first = [{"name": "length", "passed": False}, {"name": "json", "passed": True}]
+    s.put_generations([gen], [("r", "q1", "A", first)])
+    s.put_generations([{**gen, "answer": "y"}], [("r", "q1", "A", [{**c, "passed": True} for c in first])])
+    assert _check_rows(s) == [("q1", "A", "json", True), ("q1", "A", "length", True)]
+    assert [g["answer"] for g in s.generations("r")] == ["y"]
+    # checks without their generation in the same write, and the live runs' standalone writes
+    s.put_generations([], [("r", "q1", "A", [{"name": "length", "passed": False}])])
+    assert _check_rows(s) == [("q1", "A", "length", False)]
+    for passed in (True, False):
+        s.put_checks("r", "q2", "B", [{"name": "length", "passed": passed}])
+    assert _check_rows(s)[-1:] == [("q2", "B", "length", False)] and len(_check_rows(s)) == 2
+    s.close()
+
+
+def test_an_older_store_gets_lean_keys_and_keeps_its_rows(tmp_path):
+    import duckdb
+
+    from abtest import store as st
+
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE _abtest_migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMP)")
+    for name, fn in st.MIGRATIONS[:2]:  # the store as m001/m002 left it, with rows in it
+        fn(con)
+        con.execute("INSERT INTO _abtest_migrations VALUES (?, now())", [name])
+    con.execute("INSERT INTO checks VALUES ('r', 'q1', 'A', 'length', true, '', '{}')")
+    con.execute("INSERT INTO llm_calls (call_hash, run_id, attempt) VALUES ('h1', 'r', 1)")
+    con.close()
+    s = Store(path)
+    assert _check_rows(s) == [("q1", "A", "length", True)]
+    s.log_call({"call_hash": "h2", "run_id": "r", "attempt": 1})
+    assert [(c["id"], c["call_hash"]) for c in s.llm_calls("r")] == [(1, "h1"), (2, "h2")]
+    keys = s.con.execute("SELECT table_name FROM duckdb_constraints() WHERE constraint_type = "
+                         "'PRIMARY KEY' AND database_name = current_database()").fetchall()
+    assert {"generations", "judgments", "response_cache"} <= {k[0] for k in keys}
+    assert not {"checks", "llm_calls"} & {k[0] for k in keys}
+    s.close()
