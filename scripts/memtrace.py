@@ -3,8 +3,9 @@
 
 bench_memory.py --trace runs the child through this: the peak (VmHWM) is read before
 and after each step and reset in between (/proc/self/clear_refs), so each "memtrace:"
-line gives the step's own peak. The last reset is at the CLI's return, so the peak the
-parent reads from getrusage after the child exits is that of interpreter shutdown alone.
+line gives the step's own peak; interpreter exit is split into the thread joins and each
+atexit handler. The last reset is after the last handler, so the peak the parent reads from
+getrusage after the child exits is that of module teardown alone.
 
     python scripts/memtrace.py run --fixture … --a … --b …
 """
@@ -53,8 +54,42 @@ def _wrap(owner, name: str, label: str) -> None:
     setattr(owner, name, traced)
 
 
+def _trace_shutdown() -> None:
+    """Interpreter exit: the thread joins, then each atexit handler, traced one by one."""
+    import atexit
+    import threading
+
+    register = atexit.register
+
+    def traced_register(fn, *args, **kw):
+        name = getattr(fn, "__qualname__", repr(fn))
+        mod = getattr(fn, "__module__", "") or ""
+
+        def run(*a, **k):
+            mark(f"before atexit {mod}.{name}"[:60])
+            try:
+                return fn(*a, **k)
+            finally:
+                mark(f"atexit {mod}.{name}"[:60])
+
+        register(run, *args, **kw)
+        return fn
+
+    atexit.register = traced_register
+    shutdown = threading._shutdown
+
+    def traced_shutdown():
+        mark("before joining threads at exit")
+        shutdown()
+        mark("joining threads at exit")
+
+    threading._shutdown = traced_shutdown
+
+
 def install() -> None:
     from abtest import store
+
+    _trace_shutdown()
 
     _wrap(store.Store, "update_run", "store.update_run")
     _wrap(store.Store, "count_first_attempts", "store.count_first_attempts")
