@@ -202,7 +202,8 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
     n = int(n)
     run = _load_run(store, run_id)
     cases = _fixture_cases(run)
-    gens = {(g["case_id"], g["variant"]): g for g in store.generations(run_id, exclude=("messages_json",))}
+    gens = {(g["case_id"], g["variant"]): g
+            for g in store.generations(run_id, exclude=("messages_json",))}
 
     def answer(cid: str, v: str) -> str | None:
         g = gens.get((cid, v))

@@ -32,6 +32,16 @@ def migration(fn: Callable) -> Callable:
     return fn
 
 
+# columns of the two tables m003 re-creates without their key (one text for both migrations)
+_LLM_CALLS_COLUMNS = """call_hash VARCHAR NOT NULL,
+        run_id VARCHAR, purpose VARCHAR, case_id VARCHAR, model_requested VARCHAR,
+        model_resolved VARCHAR, system_fingerprint VARCHAR, prompt_tokens INTEGER,
+        completion_tokens INTEGER, cost DOUBLE, latency_ms DOUBLE, error VARCHAR,
+        attempt INTEGER, cached BOOLEAN, created_at TIMESTAMP"""
+_CHECKS_COLUMNS = """run_id VARCHAR NOT NULL, case_id VARCHAR NOT NULL, variant VARCHAR NOT NULL,
+        name VARCHAR NOT NULL, passed BOOLEAN, detail VARCHAR, data_json VARCHAR"""
+
+
 @migration
 def m001_initial(con) -> None:
     con.execute("""
@@ -52,22 +62,17 @@ def m001_initial(con) -> None:
         latency_ms DOUBLE, prompt_tokens INTEGER, overflow BOOLEAN, created_at TIMESTAMP,
         PRIMARY KEY (run_id, case_id, variant))""")
     con.execute("CREATE SEQUENCE llm_calls_seq")
-    con.execute("""
+    con.execute(f"""
     CREATE TABLE llm_calls (
-        id BIGINT PRIMARY KEY DEFAULT nextval('llm_calls_seq'), call_hash VARCHAR NOT NULL,
-        run_id VARCHAR, purpose VARCHAR, case_id VARCHAR, model_requested VARCHAR,
-        model_resolved VARCHAR, system_fingerprint VARCHAR, prompt_tokens INTEGER,
-        completion_tokens INTEGER, cost DOUBLE, latency_ms DOUBLE, error VARCHAR,
-        attempt INTEGER, cached BOOLEAN, created_at TIMESTAMP)""")
+        id BIGINT PRIMARY KEY DEFAULT nextval('llm_calls_seq'), {_LLM_CALLS_COLUMNS})""")
     con.execute("""
     CREATE TABLE response_cache (
         call_hash VARCHAR PRIMARY KEY, model_requested VARCHAR, model_resolved VARCHAR,
         system_fingerprint VARCHAR, content VARCHAR, prompt_tokens INTEGER,
         completion_tokens INTEGER, cost DOUBLE, latency_ms DOUBLE, created_at TIMESTAMP)""")
-    con.execute("""
+    con.execute(f"""
     CREATE TABLE checks (
-        run_id VARCHAR NOT NULL, case_id VARCHAR NOT NULL, variant VARCHAR NOT NULL,
-        name VARCHAR NOT NULL, passed BOOLEAN, detail VARCHAR, data_json VARCHAR,
+        {_CHECKS_COLUMNS},
         PRIMARY KEY (run_id, case_id, variant, name))""")
     con.execute("""
     CREATE TABLE judgments (
@@ -114,17 +119,10 @@ def m003_lean_keys(con) -> None:
     writes ~8 check rows per case). llm_calls.id comes from a sequence; a check row is
     written in one transaction with its generation, whose key turns a re-write into
     delete-then-insert (Store._check_ops); standalone check writes delete first."""
-    con.execute("""
-    CREATE TABLE checks__lean (
-        run_id VARCHAR NOT NULL, case_id VARCHAR NOT NULL, variant VARCHAR NOT NULL,
-        name VARCHAR NOT NULL, passed BOOLEAN, detail VARCHAR, data_json VARCHAR)""")
-    con.execute("""
+    con.execute(f"CREATE TABLE checks__lean ({_CHECKS_COLUMNS})")
+    con.execute(f"""
     CREATE TABLE llm_calls__lean (
-        id BIGINT NOT NULL DEFAULT nextval('llm_calls_seq'), call_hash VARCHAR NOT NULL,
-        run_id VARCHAR, purpose VARCHAR, case_id VARCHAR, model_requested VARCHAR,
-        model_resolved VARCHAR, system_fingerprint VARCHAR, prompt_tokens INTEGER,
-        completion_tokens INTEGER, cost DOUBLE, latency_ms DOUBLE, error VARCHAR,
-        attempt INTEGER, cached BOOLEAN, created_at TIMESTAMP)""")
+        id BIGINT NOT NULL DEFAULT nextval('llm_calls_seq'), {_LLM_CALLS_COLUMNS})""")
     for table in ("checks", "llm_calls"):
         con.execute(f"INSERT INTO {table}__lean SELECT * FROM {table}")
         con.execute(f"DROP TABLE {table}")

@@ -39,9 +39,8 @@ def mark(label: str) -> None:
     _reset_peak()
 
 
-def _wrap(owner, name: str, label: str) -> None:
-    fn = getattr(owner, name)
-
+def _traced(fn, label: str):
+    """fn, with its own peak marked (and its time given) around each call."""
     @functools.wraps(fn)
     def traced(*args, **kw):
         mark(f"before {label}")
@@ -51,7 +50,11 @@ def _wrap(owner, name: str, label: str) -> None:
         finally:
             mark(f"{label} ({time.monotonic() - t0:.2f} s)")
 
-    setattr(owner, name, traced)
+    return traced
+
+
+def _wrap(owner, name: str, label: str) -> None:
+    setattr(owner, name, _traced(getattr(owner, name), label))
 
 
 def _trace_shutdown() -> None:
@@ -62,28 +65,12 @@ def _trace_shutdown() -> None:
     register = atexit.register
 
     def traced_register(fn, *args, **kw):
-        name = getattr(fn, "__qualname__", repr(fn))
-        mod = getattr(fn, "__module__", "") or ""
-
-        def run(*a, **k):
-            mark(f"before atexit {mod}.{name}"[:60])
-            try:
-                return fn(*a, **k)
-            finally:
-                mark(f"atexit {mod}.{name}"[:60])
-
-        register(run, *args, **kw)
+        name = f"{getattr(fn, '__module__', '') or ''}.{getattr(fn, '__qualname__', repr(fn))}"
+        register(_traced(fn, f"atexit {name}"[:60]), *args, **kw)
         return fn
 
     atexit.register = traced_register
-    shutdown = threading._shutdown
-
-    def traced_shutdown():
-        mark("before joining threads at exit")
-        shutdown()
-        mark("joining threads at exit")
-
-    threading._shutdown = traced_shutdown
+    _wrap(threading, "_shutdown", "joining threads at exit")
 
 
 def install() -> None:
