@@ -590,6 +590,8 @@ def run_checks(answer: str, case: Case, variant: Variant) -> list[CheckResult]:
 # --------------------------------------------------------------------------- paired table
 
 def _name_passed(r: Any) -> tuple[str, bool | None]:
+    if type(r) is tuple:  # (name, passed): the report's form, the cheapest to build
+        return r
     if isinstance(r, CheckResult):
         return r.name, r.passed
     if isinstance(r, Mapping):
@@ -609,7 +611,7 @@ def paired_check_table(results_a: Mapping[str, Iterable[Any]],
                        results_b: Mapping[str, Iterable[Any]]) -> dict[str, CheckSummary]:
     """Per check, the paired 2×2 over cases present on both sides and applicable to both.
 
-    Accepts `CheckResult`s or mappings with ``name`` / ``passed``. Case ids present on
+    Accepts `CheckResult`s, mappings with ``name`` / ``passed``, or (name, passed) pairs. Case ids present on
     one side only are ignored (they cannot be paired). No p-values here.
     """
     shared = sorted(set(results_a) & set(results_b))

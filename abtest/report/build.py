@@ -162,9 +162,14 @@ def build_report(store, run_id: str, config=None) -> dict:
         return _build_report(store, run_id, config)
 
 
-# judgment columns no part of the report reads (rationales are long, one per judge call)
-_JUDGMENT_COLUMNS_UNREAD = ("rationale", "margin", "prompt_sha256", "call_hashes", "model_resolved",
-                            "created_at")
+# the only columns the report reads: each column read costs, rationales and prompts most
+_GENERATION_COLUMNS = ("case_id", "variant", "answer", "error")
+_JUDGMENT_COLUMNS = ("case_id", "judge", "subject", "sample", "verdict", "score", "result_json",
+                     "error")
+_CHECK_COLUMNS = ("case_id", "variant", "name", "passed")
+
+
+_NONE: dict = {}  # read-only stand-in for an absent map or row: never written to
 
 
 def _build_report(store, run_id: str, config=None) -> dict:
@@ -176,14 +181,16 @@ def _build_report(store, run_id: str, config=None) -> dict:
     cfg = config or Config.model_validate(json.loads(run["config_json"]))
     alpha = cfg.alpha
     info = json.loads(run["info_json"] or "{}")
-    gens = store.generations(run_id, exclude=("messages_json",))
-    judg = store.judgments(run_id, exclude=_JUDGMENT_COLUMNS_UNREAD)
+    gens = store.generations(run_id, columns=_GENERATION_COLUMNS)
+    judg = store.judgments(run_id, columns=_JUDGMENT_COLUMNS)
     claims = store.claims(run_id)
-    checks = store.checks(run_id)
+    checks = store.checks(run_id, columns=_CHECK_COLUMNS)
     cases = _fixture_cases(run)
 
     gen_by = {(g["case_id"], g["variant"]): g for g in gens}
-    jby: dict[tuple[str, str, str], dict] = {}
+    # (judge, subject) -> case id -> judgment: loops over cases take their judge's map once
+    # (a lookup by a (case, judge, subject) tuple per case was a third of the report's time)
+    jv: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
     errors_by_case: dict[str, list[str]] = defaultdict(list)
     for g in gens:
         if g["error"]:
@@ -191,9 +198,14 @@ def _build_report(store, run_id: str, config=None) -> dict:
     for j in judg:
         if j["sample"] != 0:
             continue
-        jby[(j["case_id"], j["judge"], j["subject"])] = j
+        jv[(j["judge"], j["subject"])][j["case_id"]] = j
         if j["error"]:
             errors_by_case[j["case_id"]].append(f"{j['judge']}[{j['subject']}]: {j['error']}")
+    jv = dict(jv)  # a plain dict: looking up an absent judge must not add it
+    judges_run = {judge for judge, _ in jv}
+    chk_by: dict[tuple[str, str], dict[str, bool | None]] = defaultdict(dict)
+    for c in checks:  # (case, variant) -> check name -> passed, names in store order
+        chk_by[(c["case_id"], c["variant"])][c["name"]] = c["passed"]
     all_ids = sorted(cases) if cases else sorted({g["case_id"] for g in gens})
     started = {g["case_id"] for g in gens}
     not_started = [cid for cid in all_ids if cid not in started]
@@ -205,17 +217,17 @@ def _build_report(store, run_id: str, config=None) -> dict:
     status = "complete" if not unfinished and run["status"] == "complete" else "incomplete"
 
     def score(judge: str, v: str) -> dict[str, float | None]:
-        return {cid: (jby.get((cid, judge, v)) or {}).get("score") for cid in finished}
+        d = jv.get((judge, v), _NONE)
+        return {cid: (d.get(cid) or _NONE).get("score") for cid in finished}
 
     # --- pairwise ---------------------------------------------------------
     metrics: dict[str, Any] = {}
-    ab = [(jby.get((cid, "pairwise", "AB")) or {}).get("verdict") for cid in finished]
-    ba = [(jby.get((cid, "pairwise", "BA")) or {}).get("verdict") for cid in finished]
-    pw_ids = [cid for cid in finished if (cid, "pairwise", "AB") in jby]
+    pab, pba = jv.get(("pairwise", "AB"), _NONE), jv.get(("pairwise", "BA"), _NONE)
+    pw_ids = [cid for cid in finished if cid in pab]
     outcomes = {}
     if pw_ids:
-        ab = [jby[(cid, "pairwise", "AB")]["verdict"] for cid in pw_ids]
-        ba = [jby[(cid, "pairwise", "BA")]["verdict"] for cid in pw_ids]
+        ab = [pab[cid]["verdict"] for cid in pw_ids]
+        ba = [pba[cid]["verdict"] for cid in pw_ids]
         pc = stats.pairwise_outcomes(ab, ba)
         outcomes = dict(zip(pw_ids, pc.outcomes))
         st_ = stats.sign_test(pc.wins, pc.losses)
@@ -252,20 +264,21 @@ def _build_report(store, run_id: str, config=None) -> dict:
         }
     # --- faithfulness, coverage, rubrics ----------------------------------
     for judge in ("faithfulness", "coverage", "quality", "relevance", "conformance"):
-        applicable = [cid for cid in finished if (cid, judge, "A") in jby or (cid, judge, "B") in jby]
+        ja, jb = jv.get((judge, "A"), _NONE), jv.get((judge, "B"), _NONE)
+        applicable = [cid for cid in finished if cid in ja or cid in jb]
         if not applicable:
             continue
         m = _continuous(judge, score(judge, "A"), score(judge, "B"), applicable, alpha)
         if judge == "faithfulness":
             no_claims = {v: sorted(cid for cid in finished
-                                   if (jby.get((cid, judge, v)) or {}).get("verdict") == "no_claims")
-                         for v in ("A", "B")}
+                                   if (d.get(cid) or _NONE).get("verdict") == "no_claims")
+                         for v, d in (("A", ja), ("B", jb))}
             m["no_claims"] = no_claims
             m["note_no_claims"] = ("answers with no factual claim (refusals) have no faithfulness "
                                    "score; their pair is dropped")
         if judge == "relevance":
             methods = {json.loads(j["result_json"]).get("method", "llm_rating") if j.get("result_json")
-                       else "llm_rating" for (cid, jj, _), j in jby.items() if jj == "relevance"}
+                       else "llm_rating" for d in (ja, jb) for j in d.values()}
             m["method"] = "embedding (generated questions vs the question, cosine)" \
                 if methods == {"embedding"} else "LLM 0-1 rating (no embedding model configured)"
         if judge == "coverage":
@@ -279,10 +292,11 @@ def _build_report(store, run_id: str, config=None) -> dict:
                                        "p_value": ni.p_value, "holds": ni.noninferior}
         metrics[judge] = m
     # --- abstention -------------------------------------------------------
-    if any(j == "abstention" for (_, j, _) in jby):
+    if "abstention" in judges_run:
         def abst(v):
-            return {cid: ((jby.get((cid, "abstention", v)) or {}).get("verdict") == "abstained")
-                    if (cid, "abstention", v) in jby else None for cid in finished}
+            d = jv.get(("abstention", v), _NONE)
+            return {cid: d[cid].get("verdict") == "abstained" if cid in d else None
+                    for cid in finished}
         aa, bb = abst("A"), abst("B")
         ans_ids = [c for c in finished if cases.get(c, {}).get("answerable", True)]
         un_ids = [c for c in finished if not cases.get(c, {}).get("answerable", True)]
@@ -292,18 +306,17 @@ def _build_report(store, run_id: str, config=None) -> dict:
             "unanswerable": _binary("abstention_unanswerable", aa, bb, un_ids, alpha),
             "direction": "difference = B − A abstention rate; on answerable cases lower is better, "
                          "on unanswerable cases higher is better"}
-    if "keywords" in {j for (_, j, _) in jby}:
+    if "keywords" in judges_run:
         ks = [s for s in score("keywords", "case").values() if s is not None]
         metrics["keywords"] = {"metric": "keywords", "n": len(ks),
                                "summary": _plain(stats.summary(ks)) if ks else None,
                                "note": "scores the captured search keywords (same for A and B)"}
     # --- checks -------------------------------------------------------------
-    res_a: dict[str, list] = defaultdict(list)
-    res_b: dict[str, list] = defaultdict(list)
-    for c in checks:
-        if c["case_id"] in finished_set:
-            (res_a if c["variant"] == "A" else res_b)[c["case_id"]].append(
-                {"name": c["name"], "passed": c["passed"]})
+    res_a: dict[str, list] = {}
+    res_b: dict[str, list] = {}
+    for (cid, v), by_name in chk_by.items():
+        if cid in finished_set:
+            (res_a if v == "A" else res_b)[cid] = list(by_name.items())
     table = paired_check_table(res_a, res_b)
     chk = {}
     for name, s in table.items():
@@ -338,7 +351,7 @@ def _build_report(store, run_id: str, config=None) -> dict:
                  "note": "confidence intervals are unadjusted"}
     # --- human validation, incidents, claim, taxonomy ----------------------
     validation = _judge_validation(store, run_id, cfg)
-    incidents = _incidents(finished, jby, claims, gen_by, cases, cfg)
+    incidents = _incidents(finished, jv, claims, gen_by, cases, cfg)
     models = _models(store, run)
     report = {
         "schema_version": SCHEMA_VERSION, "run_id": run_id, "kind": run["kind"],
@@ -371,8 +384,8 @@ def _build_report(store, run_id: str, config=None) -> dict:
     report["golden"] = draft_summary(list(cases.values())) if cases else None
     report["prompt_diff"] = _prompt_diff(store.prompt_pair(run_id))
     report["claim"] = licensed_claim(report, cfg)
-    report["taxonomy"], report["remediation"] = _taxonomy(report, finished, jby, checks, cases, gen_by)
-    report["per_case"] = _per_case(all_ids, finished, cases, gen_by, jby, outcomes, checks,
+    report["taxonomy"], report["remediation"] = _taxonomy(report, finished, jv, chk_by, cases)
+    report["per_case"] = _per_case(all_ids, finished, cases, gen_by, jv, outcomes, chk_by,
                                    errors_by_case)
     report["flipped"] = [r["case_id"] for r in report["per_case"] if r.get("flipped")]
     from ..gate import evaluate_gate
@@ -432,25 +445,28 @@ def _metric_at(metrics: dict, key: str) -> dict | None:
 def _fixture_cases(run: dict) -> dict[str, dict]:
     """The run's cases for display (questions, contexts, answerable); {} when unreadable.
 
-    Only cases.jsonl is read, as plain JSON: the run verified each case against its seal, and
-    the report reads a few keys with defaults (validating 10,000 cases again took ~0.4 s)."""
+    Only cases.jsonl is read, as plain JSON in one parse: the run verified each case against
+    its seal, and the report reads a few keys with defaults (validating 10,000 cases again
+    took ~0.4 s; a json.loads per line, a quarter of that)."""
     from pathlib import Path
 
-    from ..fixtures import read_jsonl
-
     p = Path(run["fixture_path"] or "") / "cases.jsonl"
-    if not p.is_file():
+    try:
+        lines = [ln for ln in p.read_bytes().decode("utf-8").splitlines() if ln.strip()]
+        objs = json.loads("[" + ",".join(lines) + "]")
+    except (OSError, ValueError):  # missing, not UTF-8, not JSON
         return {}
     out: dict[str, dict] = {}
-    try:
-        for _, obj in read_jsonl(p):
-            ctx = obj.get("context")
-            if not isinstance(obj.get("id"), str) or not isinstance(ctx, list) or \
-                    not all(isinstance(ch, dict) and "id" in ch for ch in ctx):
-                return {}
-            out[obj["id"]] = obj
-    except UserError:
+    if len(objs) != len(lines):  # a line held more than one value
         return {}
+    for obj in objs:
+        if not isinstance(obj, dict):
+            return {}
+        ctx = obj.get("context")
+        if not isinstance(obj.get("id"), str) or not isinstance(ctx, list) or \
+                not all(isinstance(ch, dict) and "id" in ch for ch in ctx):
+            return {}
+        out[obj["id"]] = obj
     return out
 
 
@@ -508,14 +524,15 @@ def _judge_validation(store, run_id: str, cfg) -> dict:
     return out
 
 
-def _incidents(finished, jby, claims, gen_by, cases, cfg) -> list[dict]:
+def _incidents(finished, jv, claims, gen_by, cases, cfg) -> list[dict]:
     by_case_v: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for c in claims:
         by_case_v[(c["case_id"], c["variant"])].append(c)
     out = []
+    faith = {v: jv.get(("faithfulness", v), _NONE) for v in ("A", "B")}
     for cid in finished:
         for v in ("A", "B"):
-            j = jby.get((cid, "faithfulness", v))
+            j = faith[v].get(cid)
             if not j or j.get("score") is None or j["score"] >= cfg.gates.incident_faithfulness:
                 continue
             case = cases.get(cid, {})
@@ -605,19 +622,19 @@ def _fmt(x, nd: int = 3) -> str:
     return f"{x:.{nd}f}" if isinstance(x, float) else str(x)
 
 
-def _taxonomy(report, finished, jby, checks, cases, gen_by):
+def _taxonomy(report, finished, jv, chk, cases):
     """Classify low cases (variant B) and turn FAILs and incidents into a backlog."""
-    chk = defaultdict(dict)
-    for c in checks:
-        chk[(c["case_id"], c["variant"])][c["name"]] = c["passed"]
     kinds: dict[str, list[str]] = defaultdict(list)
+    faith_b = jv.get(("faithfulness", "B"), _NONE)
+    keywords = jv.get(("keywords", "case"), _NONE)
+    abst_b = jv.get(("abstention", "B"), _NONE)
     for cid in finished:
         case = cases.get(cid, {})
         rel = set(case.get("relevant_chunk_ids") or [])
         ctx = {ch["id"] for ch in case.get("context", [])}
         if case.get("answerable", True) and rel and not (rel & ctx):
             kinds["retrieval_miss"].append(cid)
-        f = (jby.get((cid, "faithfulness", "B")) or {}).get("score")
+        f = (faith_b.get(cid) or _NONE).get("score")
         if f is not None and f < 0.85:
             kinds["unsupported_claim"].append(cid)
         cb = chk.get((cid, "B"), {})
@@ -625,10 +642,10 @@ def _taxonomy(report, finished, jby, checks, cases, gen_by):
             kinds["weak_sourcing"].append(cid)
         if cb.get("json") is False or cb.get("length") is False:
             kinds["formatting_drift"].append(cid)
-        kq = (jby.get((cid, "keywords", "case")) or {}).get("score")
+        kq = (keywords.get(cid) or _NONE).get("score")
         if kq is not None and kq < 0.6:
             kinds["keyword_gap"].append(cid)
-        ab = (jby.get((cid, "abstention", "B")) or {}).get("verdict")
+        ab = (abst_b.get(cid) or _NONE).get("verdict")
         if ab == "abstained" and case.get("answerable", True):
             kinds["incorrect_refusal"].append(cid)
         if ab == "answered" and not case.get("answerable", True):
@@ -667,31 +684,34 @@ def _prompt_diff(pair: tuple[str, str, str] | None) -> dict | None:
             "diff": unified_diff(messages_text(a), messages_text(b), "A", "B")}
 
 
-def _per_case(all_ids, finished, cases, gen_by, jby, outcomes, checks, errors_by_case):
-    fails = defaultdict(list)
-    for c in checks:
-        if c["passed"] is False:
-            fails[(c["case_id"], c["variant"])].append(c["name"])
+def _per_case(all_ids, finished, cases, gen_by, jv, outcomes, chk_by, errors_by_case):
     rows = []
     fin = set(finished)
+    # per variant: (row key, judge's map) for the score judges that ran, then abstention
+    scored = {v: [(f"{judge}_{v.lower()}", jv[(judge, v)])
+                  for judge in ("faithfulness", "coverage", "quality", "relevance", "conformance")
+                  if (judge, v) in jv] for v in ("A", "B")}
+    abst = {v: jv.get(("abstention", v), _NONE) for v in ("A", "B")}
+    pab, pba = jv.get(("pairwise", "AB"), _NONE), jv.get(("pairwise", "BA"), _NONE)
     for cid in all_ids:
-        case = cases.get(cid, {})
+        case = cases.get(cid, _NONE)
         row = {"case_id": cid, "question": case.get("question"),
                "answerable": case.get("answerable"), "category": case.get("category"),
                "finished": cid in fin, "errors": errors_by_case.get(cid, [])}
         for v in ("A", "B"):
-            g = gen_by.get((cid, v)) or {}
+            g = gen_by.get((cid, v)) or _NONE
             row[f"answer_{v.lower()}"] = g.get("answer")
-            for judge in ("faithfulness", "coverage", "quality", "relevance", "conformance"):
-                j = jby.get((cid, judge, v))
+            for key, d in scored[v]:
+                j = d.get(cid)
                 if j is not None:
-                    row[f"{judge}_{v.lower()}"] = j.get("score")
-            j = jby.get((cid, "abstention", v))
+                    row[key] = j.get("score")
+            j = abst[v].get(cid)
             if j is not None:
                 row[f"abstained_{v.lower()}"] = j.get("verdict") == "abstained" if j.get("verdict") else None
-            row[f"checks_failed_{v.lower()}"] = fails.get((cid, v), [])
-        ab = jby.get((cid, "pairwise", "AB"))
-        ba = jby.get((cid, "pairwise", "BA"))
+            row[f"checks_failed_{v.lower()}"] = [name for name, passed in
+                                                 chk_by.get((cid, v), _NONE).items() if passed is False]
+        ab = pab.get(cid)
+        ba = pba.get(cid)
         if ab or ba:
             row["pairwise_ab"] = (ab or {}).get("verdict")
             row["pairwise_ba"] = (ba or {}).get("verdict")
