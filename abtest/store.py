@@ -8,6 +8,7 @@ an ordered list of small migrations recorded in `_abtest_migrations`.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import itertools
 import json
 import os
@@ -38,6 +39,10 @@ _LLM_CALLS_COLUMNS = """call_hash VARCHAR NOT NULL,
         model_resolved VARCHAR, system_fingerprint VARCHAR, prompt_tokens INTEGER,
         completion_tokens INTEGER, cost DOUBLE, latency_ms DOUBLE, error VARCHAR,
         attempt INTEGER, cached BOOLEAN, created_at TIMESTAMP"""
+# and of the response cache, which m004 re-keys
+_CACHE_COLUMNS = """call_hash VARCHAR NOT NULL, model_requested VARCHAR, model_resolved VARCHAR,
+        system_fingerprint VARCHAR, content VARCHAR, prompt_tokens INTEGER,
+        completion_tokens INTEGER, cost DOUBLE, latency_ms DOUBLE, created_at TIMESTAMP"""
 _CHECKS_COLUMNS = """run_id VARCHAR NOT NULL, case_id VARCHAR NOT NULL, variant VARCHAR NOT NULL,
         name VARCHAR NOT NULL, passed BOOLEAN, detail VARCHAR, data_json VARCHAR"""
 
@@ -65,11 +70,7 @@ def m001_initial(con) -> None:
     con.execute(f"""
     CREATE TABLE llm_calls (
         id BIGINT PRIMARY KEY DEFAULT nextval('llm_calls_seq'), {_LLM_CALLS_COLUMNS})""")
-    con.execute("""
-    CREATE TABLE response_cache (
-        call_hash VARCHAR PRIMARY KEY, model_requested VARCHAR, model_resolved VARCHAR,
-        system_fingerprint VARCHAR, content VARCHAR, prompt_tokens INTEGER,
-        completion_tokens INTEGER, cost DOUBLE, latency_ms DOUBLE, created_at TIMESTAMP)""")
+    con.execute(f"CREATE TABLE response_cache ({_CACHE_COLUMNS}, PRIMARY KEY (call_hash))")
     con.execute(f"""
     CREATE TABLE checks (
         {_CHECKS_COLUMNS},
@@ -127,6 +128,35 @@ def m003_lean_keys(con) -> None:
         con.execute(f"INSERT INTO {table}__lean SELECT * FROM {table}")
         con.execute(f"DROP TABLE {table}")
         con.execute(f"ALTER TABLE {table}__lean RENAME TO {table}")
+
+
+def cache_key(call_hash: str) -> int:
+    """The response cache's index key: 64 bits of a hash of the call hash.
+
+    DuckDB keeps a key index in memory and re-serialises it at every checkpoint; over the
+    64-character hex call hashes it took ~120 bytes a row (24 MB at 100,000 cases, two calls
+    each), over a BIGINT ~45. The row still holds the full call hash and a lookup matches both,
+    so two call hashes sharing a key (odds ~1e-8 at a million rows) never mix up answers:
+    the second is just not cached (first writer wins)."""
+    return int.from_bytes(hashlib.blake2b(call_hash.encode("utf-8"), digest_size=8).digest(),
+                          "big", signed=True)
+
+
+@migration
+def m004_cache_key(con) -> None:
+    """Key `response_cache` by a BIGINT (cache_key) instead of the call hash text."""
+    con.create_function("abtest_cache_key", cache_key, ["VARCHAR"], "BIGINT", side_effects=False)
+    try:
+        con.execute(f"CREATE TABLE response_cache__keyed ({_CACHE_COLUMNS}, "
+                    "hash_key BIGINT PRIMARY KEY)")
+        # first writer wins, as on insert: of rows sharing a key (never seen) the earliest stays
+        con.execute("INSERT INTO response_cache__keyed SELECT *, abtest_cache_key(call_hash) "
+                    "FROM response_cache QUALIFY row_number() OVER (PARTITION BY "
+                    "abtest_cache_key(call_hash) ORDER BY created_at NULLS LAST, call_hash) = 1")
+        con.execute("DROP TABLE response_cache")
+        con.execute("ALTER TABLE response_cache__keyed RENAME TO response_cache")
+    finally:
+        con.remove_function("abtest_cache_key")
 
 
 def _now():
@@ -270,6 +300,10 @@ class _GroupCommit:
 # long run held more and more prompt text at once (100,000-case benchmark: peak during the run
 # 566 → 534 MB; Store API alone at 50,000 cases: 228 → 194 MB). Scans do not notice.
 ROW_GROUP_SIZE = 16_384
+# WAL size that triggers a checkpoint (DuckDB's default is 16 MB). Rows not yet checkpointed
+# are held in memory as well as in the WAL, and a checkpoint briefly holds more beside them,
+# so a smaller WAL lowers a long run's peak (Store API, 50,000 cases: −10 MB).
+CHECKPOINT_THRESHOLD = "4MB"
 _CATALOG = "abtest_store"
 
 
@@ -277,7 +311,8 @@ def _connect(path: Path, read_only: bool):
     """Open the store file, attached with a bounded row-group size (only ATTACH takes one)."""
     import duckdb
 
-    con = duckdb.connect(":memory:", config={"temp_directory": f"{path}.tmp"})
+    con = duckdb.connect(":memory:", config={"temp_directory": f"{path}.tmp",
+                                             "checkpoint_threshold": CHECKPOINT_THRESHOLD})
     try:
         quoted = str(path).replace("'", "''")
         con.execute(f"ATTACH '{quoted}' AS {_CATALOG} (ROW_GROUP_SIZE {ROW_GROUP_SIZE}"
@@ -289,12 +324,17 @@ def _connect(path: Path, read_only: bool):
     return con
 
 
-def _star(exclude: Iterable[str]) -> str:
-    """`*`, or `* EXCLUDE (…)`: a wide text column costs most of a read (DuckDB → Python)."""
-    cols = list(exclude)
-    bad = [c for c in cols if not c.isidentifier()]
+def _star(exclude: Iterable[str] = (), columns: Iterable[str] | None = None) -> str:
+    """`*`, `* EXCLUDE (…)` or the named columns: each column read costs (DuckDB → Python),
+    a wide text column most of a read."""
+    cols, keep = list(exclude), None if columns is None else list(columns)
+    bad = [c for c in cols + (keep or []) if not c.isidentifier()]
     if bad:
         raise ValueError(f"not a column name: {bad[0]!r}")
+    if keep is not None:
+        if cols or not keep:
+            raise ValueError("name the columns to read, or those to leave out, not both")
+        return ", ".join(keep)
     return f"* EXCLUDE ({', '.join(cols)})" if cols else "*"
 
 
@@ -388,7 +428,7 @@ class Store:
             raise UserError("results store is open read-only", file=str(self.path))
         self._writer.run(ops)
 
-    _KEYS = {"generations": ("run_id", "case_id", "variant"), "response_cache": ("call_hash",),
+    _KEYS = {"generations": ("run_id", "case_id", "variant"), "response_cache": ("hash_key",),
              "judgments": ("run_id", "case_id", "judge", "subject", "sample"),
              "checks": ("run_id", "case_id", "variant", "name"),
              "live_items": ("run_id", "case_id", "variant"),
@@ -481,10 +521,12 @@ class Store:
             ops.extend(self._check_ops(run_id, case_id, variant, results))
         self._write(ops)
 
-    def generations(self, run_id: str, *, exclude: Iterable[str] = ()) -> list[dict[str, Any]]:
+    def generations(self, run_id: str, *, exclude: Iterable[str] = (),
+                    columns: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """A run's generations; exclude=("messages_json",) leaves out the rendered prompts,
-        which hold every case's context: most of a run's bytes, needed by few readers."""
-        return self._rows(f"SELECT {_star(exclude)} FROM generations WHERE run_id = ? "
+        which hold every case's context: most of a run's bytes, needed by few readers.
+        columns= reads only those named."""
+        return self._rows(f"SELECT {_star(exclude, columns)} FROM generations WHERE run_id = ? "
                           "ORDER BY case_id, variant", [run_id])
 
     def prompt_pair(self, run_id: str) -> tuple[str, str, str] | None:
@@ -519,9 +561,9 @@ class Store:
             "data_json": json.dumps(r.get("data") or {}, sort_keys=True)}, replace=True)
             for r in results]
 
-    def checks(self, run_id: str) -> list[dict[str, Any]]:
-        return self._rows("SELECT * FROM checks WHERE run_id = ? ORDER BY case_id, variant, name",
-                          [run_id])
+    def checks(self, run_id: str, *, columns: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        return self._rows(f"SELECT {_star((), columns)} FROM checks WHERE run_id = ? "
+                          "ORDER BY case_id, variant, name", [run_id])
 
     def put_judgment(self, row: dict[str, Any], claims: list[dict] | None = None) -> None:
         """A judgment and its claims land together or not at all."""
@@ -542,13 +584,15 @@ class Store:
                                key=delete if i == 0 else None))
         self._write(ops)
 
-    def judgments(self, run_id: str, judge: str | None = None, *,
-                  exclude: Iterable[str] = ()) -> list[dict[str, Any]]:
-        """A run's judgments (of one judge); exclude names columns not to read (rationales)."""
+    def judgments(self, run_id: str, judge: str | None = None, *, exclude: Iterable[str] = (),
+                  columns: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """A run's judgments (of one judge); exclude names columns not to read (rationales),
+        or columns names the only ones to read."""
+        sel = _star(exclude, columns)
         if judge:
-            return self._rows(f"SELECT {_star(exclude)} FROM judgments WHERE run_id = ? AND judge = ? "
+            return self._rows(f"SELECT {sel} FROM judgments WHERE run_id = ? AND judge = ? "
                               "ORDER BY case_id, subject, sample", [run_id, judge])
-        return self._rows(f"SELECT {_star(exclude)} FROM judgments WHERE run_id = ? "
+        return self._rows(f"SELECT {sel} FROM judgments WHERE run_id = ? "
                           "ORDER BY case_id, judge, subject, sample", [run_id])
 
     def claims(self, run_id: str) -> list[dict[str, Any]]:
@@ -557,13 +601,18 @@ class Store:
 
     # -- llm calls and the response cache --------------------------------
     def cached_response(self, call_hash: str) -> dict[str, Any] | None:
-        rows = self._rows("SELECT * FROM response_cache WHERE call_hash = ?", [call_hash])
-        return rows[0] if rows else None
+        # the key alone in SQL: DuckDB takes its index for one equality, not for two
+        rows = self._rows("SELECT * EXCLUDE (hash_key) FROM response_cache WHERE hash_key = ?",
+                          [cache_key(call_hash)])
+        return next((r for r in rows if r["call_hash"] == call_hash), None)
 
     def put_cache(self, row: dict[str, Any]) -> None:
-        row = dict(row)
+        self._write([self._cache_op(row)])
+
+    def _cache_op(self, row: dict[str, Any]) -> _Op:
+        row = {**row, "hash_key": cache_key(row["call_hash"])}
         row.setdefault("created_at", _now())
-        self._insert("response_cache", row, ignore=True)  # same key, same request: first wins
+        return self._op("response_cache", row, ignore=True)  # same key: the first writer wins
 
     def log_call(self, row: dict[str, Any], cache: dict[str, Any] | None = None) -> None:
         """A call's log row, and its response for the cache when it succeeded, in one write."""
@@ -571,9 +620,7 @@ class Store:
         row.setdefault("created_at", _now())
         ops = [self._op("llm_calls", row)]
         if cache is not None:
-            cache = dict(cache)
-            cache.setdefault("created_at", _now())
-            ops.insert(0, self._op("response_cache", cache, ignore=True))
+            ops.insert(0, self._cache_op(cache))
         self._write(ops)
 
     def count_first_attempts(self, run_id: str) -> int:

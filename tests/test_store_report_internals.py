@@ -119,8 +119,18 @@ def test_report_reads_cases_jsonl_as_plain_json_with_their_display_fields(tmp_pa
     got = B._fixture_cases({"fixture_path": str(fx.path)})
     assert got["q1"]["question"] == "Why?" and got["q1"]["answerable"] is False
     assert got["q1"]["category"] == "out_of_scope" and [c["id"] for c in got["q1"]["context"]] == ["c9"]
-    (fx.path / "cases.jsonl").write_text('{"id": "q1", "context": "not a list"}\n')
+    good = '{"id": "q1", "context": [{"id": "c1"}]}'
+    for bad in ('{"id": "q1", "context": "not a list"}',  # a field the report reads is wrong
+                '[1, 2]', '{"context": []}', '{"id": "q2", "context": [{"text": "no id"}]}',
+                '{"id": "q2", "context": []}, {"id": "q3", "context": []}',  # two values, one line
+                '{"id": "q2", "context": [}', ']'):  # not JSON, or JSON only once lines are joined
+        (fx.path / "cases.jsonl").write_text(f"{good}\n\n{bad}\n")
+        assert B._fixture_cases({"fixture_path": str(fx.path)}) == {}, bad
+    (fx.path / "cases.jsonl").write_bytes(b'{"id": "q1", "context": []}\n\xff\n')
     assert B._fixture_cases({"fixture_path": str(fx.path)}) == {}
+    (fx.path / "cases.jsonl").write_text(f"{good}\n\n  \n" + good.replace("q1", "q2") + "\n")
+    assert list(B._fixture_cases({"fixture_path": str(fx.path)})) == ["q1", "q2"]
+    assert B._fixture_cases({"fixture_path": str(tmp_path / "gone")}) == {}
 
 
 def test_generations_without_prompts_and_the_one_prompt_pair_the_report_shows(tmp_path):
@@ -142,16 +152,28 @@ def test_generations_without_prompts_and_the_one_prompt_pair_the_report_shows(tm
     s.close()
 
 
-def test_judgments_read_without_the_columns_named(tmp_path):
+def test_reads_of_named_columns_or_without_the_columns_named(tmp_path):
     s = Store(tmp_path / "s.duckdb")
     s.put_judgment({"run_id": "r", "case_id": "q1", "judge": "faithfulness", "subject": "A",
                     "verdict": "scored", "score": 0.5, "rationale": "long text"})
     full = s.judgments("r")[0]
-    light = s.judgments("r", "faithfulness", exclude=B._JUDGMENT_COLUMNS_UNREAD)[0]
+    light = s.judgments("r", "faithfulness", exclude=("rationale", "created_at"))[0]
     assert full["rationale"] == "long text" and "rationale" not in light
-    assert light == {k: v for k, v in full.items() if k not in B._JUDGMENT_COLUMNS_UNREAD}
-    with pytest.raises(ValueError, match="not a column"):
-        s.judgments("r", exclude=("score; DROP TABLE runs",))
+    assert light == {k: v for k, v in full.items() if k not in ("rationale", "created_at")}
+    only = s.judgments("r", columns=B._JUDGMENT_COLUMNS)[0]
+    assert list(only) == list(B._JUDGMENT_COLUMNS) and only == {k: full[k] for k in only}
+    s.put_generations([{"run_id": "r", "case_id": "q1", "variant": "A", "answer": "x",
+                        "messages_json": "[]"}], [("r", "q1", "A", [{"name": "json", "passed": False}])])
+    assert s.generations("r", columns=B._GENERATION_COLUMNS) == \
+        [{"case_id": "q1", "variant": "A", "answer": "x", "error": None}]
+    assert s.checks("r", columns=B._CHECK_COLUMNS) == \
+        [{"case_id": "q1", "variant": "A", "name": "json", "passed": False}]
+    for bad in ({"exclude": ("score; DROP TABLE runs",)}, {"columns": ("score, 1",)}):
+        with pytest.raises(ValueError, match="not a column"):
+            s.judgments("r", **bad)
+    for bad in ({"columns": ()}, {"columns": ("score",), "exclude": ("rationale",)}):
+        with pytest.raises(ValueError, match="not both"):
+            s.judgments("r", **bad)
     s.close()
 
 
@@ -198,4 +220,53 @@ def test_an_older_store_gets_lean_keys_and_keeps_its_rows(tmp_path):
                          "'PRIMARY KEY' AND database_name = current_database()").fetchall()
     assert {"generations", "judgments", "response_cache"} <= {k[0] for k in keys}
     assert not {"checks", "llm_calls"} & {k[0] for k in keys}
+    s.close()
+
+
+def test_an_older_store_gets_the_cache_keyed_by_a_bigint_and_keeps_its_rows(tmp_path):
+    import duckdb
+
+    from abtest import store as st
+
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE _abtest_migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMP)")
+    names = [name for name, _ in st.MIGRATIONS]
+    for name, fn in st.MIGRATIONS[:names.index("m004_cache_key")]:
+        fn(con)
+        con.execute("INSERT INTO _abtest_migrations VALUES (?, now())", [name])
+    con.execute("INSERT INTO response_cache (call_hash, content, created_at) VALUES "
+                "('h1', 'one', now()), ('h2', 'two', now())")
+    con.close()
+    s = Store(path)
+    assert s.cached_response("h1")["content"] == "one" and s.cached_response("h2")["content"] == "two"
+    assert "hash_key" not in s.cached_response("h1") and s.cached_response("h3") is None
+    s.put_cache({"call_hash": "h1", "content": "again"})  # first writer wins
+    s.log_call({"call_hash": "h3", "run_id": "r", "attempt": 1}, cache={"call_hash": "h3", "content": "3"})
+    assert s.cached_response("h1")["content"] == "one" and s.cached_response("h3")["content"] == "3"
+    keys = dict(s.con.execute(
+        "SELECT table_name, constraint_column_names FROM duckdb_constraints() WHERE "
+        "constraint_type = 'PRIMARY KEY' AND database_name = current_database()").fetchall())
+    assert keys["response_cache"] == ["hash_key"]
+    assert dict(s.con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = "
+                              "'response_cache' AND database_name = current_database()").fetchall()
+                )["hash_key"] == "BIGINT"
+    assert s.con.execute("SELECT count(*) FROM response_cache").fetchone()[0] == 3
+    s.close()
+
+
+def test_two_call_hashes_sharing_a_cache_key_never_mix_up_answers(tmp_path, monkeypatch):
+    from abtest import store as st
+
+    s = Store(tmp_path / "s.duckdb")
+    monkeypatch.setattr(st, "cache_key", lambda call_hash: 7)  # force the (~1e-8) collision
+    s.put_cache({"call_hash": "first", "content": "A"})
+    s.log_call({"call_hash": "second", "run_id": "r", "attempt": 1},
+               cache={"call_hash": "second", "content": "B"})
+    assert s.cached_response("first")["content"] == "A"
+    assert s.cached_response("second") is None  # not cached: asked again on resume, never "A"
+    assert [c["call_hash"] for c in s.llm_calls("r")] == ["second"]  # the call is still logged
+    monkeypatch.undo()
+    assert st.cache_key("first") != st.cache_key("second")
+    assert st.cache_key("x") == st.cache_key("x") and -2 ** 63 <= st.cache_key("x") < 2 ** 63
     s.close()
