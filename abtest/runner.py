@@ -55,9 +55,6 @@ class TokenCounts:
     def totals(self) -> tuple[int, int]:
         return sum(self._a), sum(self._b)
 
-    def __len__(self) -> int:
-        return len(self._a)
-
 
 @dataclass
 class RunPlan:
