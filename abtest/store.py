@@ -15,6 +15,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -194,10 +195,12 @@ class _GroupCommit:
 
     _STOP = object()
 
-    def __init__(self, con):
+    def __init__(self, con, gate: "_ReadGate"):
         import queue
 
         self.con = con
+        self.gate = gate
+        self.since_trim = 0
         self.q: "queue.SimpleQueue" = queue.SimpleQueue()
         self.thread = threading.Thread(target=self._loop, name="abtest-store-writer", daemon=True)
         self.thread.start()
@@ -235,6 +238,9 @@ class _GroupCommit:
                     break
                 batch.append(nxt)
             self._apply(batch)
+            self.since_trim += len(batch)
+            if TRIM_EVERY and self.since_trim >= TRIM_EVERY and self.gate.trim(self.con):
+                self.since_trim = 0
 
     def _apply(self, batch: list) -> None:
         con = self.con
@@ -305,6 +311,63 @@ ROW_GROUP_SIZE = 16_384
 # so a smaller WAL lowers a long run's peak (Store API, 50,000 cases: −10 MB).
 CHECKPOINT_THRESHOLD = "4MB"
 _CATALOG = "abtest_store"
+# Writes between cache trims (0: never). DuckDB keeps every data page it has written or read
+# cached until its memory_limit (80 % of RAM), so a long run's memory grew with the store
+# file. Store API alone, 100,000 cases (scripts/bench_store_memory.py): resting at the end
+# 206 → 139 MB, highest peak 259 → 209 MB, time 427 → 433 s.
+TRIM_EVERY = 1000
+# What a trim leaves beside the memory DuckDB cannot evict (key indexes, unsaved rows). No
+# read runs during a trim (_ReadGate) and writes run on the trimming thread, so little is needed.
+_TRIM_SLACK_MB = 4
+
+
+class _ReadGate:
+    """Lets the writer trim DuckDB's page cache only while no read is in flight.
+
+    A trim lowers DuckDB's memory limit for a moment to make it evict cached pages; a read
+    running under that limit could fail, so reads wait out a trim and a trim waits for a
+    moment without reads (it is skipped, not queued, when one is running).
+    """
+
+    def __init__(self):
+        self._cv = threading.Condition()
+        self._reads = 0
+        self._trimming = False
+
+    @contextmanager
+    def read(self):
+        with self._cv:
+            while self._trimming:
+                self._cv.wait()
+            self._reads += 1
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._reads -= 1
+
+    def trim(self, con) -> bool:
+        """Evict DuckDB's cached data pages; False if a read was running (try again later)."""
+        import duckdb
+
+        with self._cv:
+            if self._reads:
+                return False
+            self._trimming = True
+        try:
+            pinned = con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory() "
+                                 "WHERE tag <> 'BASE_TABLE'").fetchone()[0] or 0
+            try:
+                con.execute(f"SET memory_limit = '{(int(pinned) >> 20) + _TRIM_SLACK_MB}MB'")
+            except duckdb.Error:
+                pass  # could not evict down to it: the limit stays as it was
+            finally:
+                con.execute("RESET memory_limit")
+        finally:
+            with self._cv:
+                self._trimming = False
+                self._cv.notify_all()
+        return True
 
 
 def _connect(path: Path, read_only: bool):
@@ -369,9 +432,10 @@ class Store:
         self._local = threading.local()
         self._cursors: list = []
         self._writer: _GroupCommit | None = None
+        self._gate = _ReadGate()
         if not read_only:
             self._migrate()
-            self._writer = _GroupCommit(self.con)
+            self._writer = _GroupCommit(self.con, self._gate)
         else:
             self._check_schema()
 
@@ -459,9 +523,11 @@ class Store:
         self._write([self._op(table, row, replace=replace, ignore=ignore)])
 
     def _rows(self, sql: str, params: Iterable = ()) -> list[dict[str, Any]]:
-        cur = self._cursor().execute(sql, list(params))
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r)) for r in cur.fetchall()]
+        with self._gate.read():
+            cur = self._cursor().execute(sql, list(params))
+            names = [d[0] for d in cur.description]
+            rows = cur.fetchall()
+        return [dict(zip(names, r)) for r in rows]
 
     def bulk_insert(self, table: str, rows: list[dict[str, Any]]) -> None:
         """Many rows of one table in one transaction (imports, synthetic benchmarks)."""
@@ -695,8 +761,9 @@ class Store:
         for t in self.RUN_TABLES:
             target = out_dir / f"{t}.{fmt}"
             esc = str(target).replace("'", "''")
-            self._cursor().execute(f"COPY (SELECT * FROM {t} WHERE run_id = ?) TO '{esc}' {opts}",
-                                   [run_id])
+            with self._gate.read():
+                self._cursor().execute(f"COPY (SELECT * FROM {t} WHERE run_id = ?) TO '{esc}' "
+                                       f"{opts}", [run_id])
             written.append(target)
         return written
 

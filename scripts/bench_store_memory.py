@@ -12,6 +12,7 @@ than 8 MB above resting.
     python scripts/bench_store_memory.py --n 30000
     python scripts/bench_store_memory.py --n 30000 --row-group-size 8192
     python scripts/bench_store_memory.py --n 30000 --set max_vacuum_tasks=0
+    python scripts/bench_store_memory.py --n 30000 --trim-every 0   # no page-cache trims
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=30_000)
     ap.add_argument("--row-group-size", type=int, help="override store.ROW_GROUP_SIZE")
+    ap.add_argument("--trim-every", type=int, help="override store.TRIM_EVERY (0: no trims)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a DuckDB setting for the store's connection (repeatable)")
     args = ap.parse_args()
@@ -69,6 +71,8 @@ if __name__ == "__main__":
 
     if args.row_group_size:
         st.ROW_GROUP_SIZE = args.row_group_size
+    if args.trim_every is not None:
+        st.TRIM_EVERY = args.trim_every
     with tempfile.TemporaryDirectory() as tmp:
         store = st.Store(Path(tmp) / "abtest.duckdb")
         for item in args.set:
@@ -77,8 +81,9 @@ if __name__ == "__main__":
         run_id = "20261203-170000-abcdef"
         store.create_run({"run_id": run_id, "fixture_name": "bench", "n_cases": args.n})
         print(f"row groups of {st.ROW_GROUP_SIZE:,} rows, checkpoint threshold "
-              f"{store.con.execute('SELECT current_setting(?)', ['checkpoint_threshold']).fetchone()[0]}"
-              + "".join(f", {s}" for s in args.set), flush=True)
+              f"{store.con.execute('SELECT current_setting(?)', ['checkpoint_threshold']).fetchone()[0]}, "
+              f"page-cache trim every {st.TRIM_EVERY:,} writes" + "".join(f", {s}" for s in args.set),
+              flush=True)
         t0, top = time.monotonic(), 0
         with ThreadPoolExecutor(8) as pool:
             for k in range(0, args.n, 1000):
@@ -90,6 +95,10 @@ if __name__ == "__main__":
                 if (k // 1000) % 2 == 1 or hwm - rss > 8:
                     print(f"  {k + 1000:>7,} cases  RSS {rss} MB  peak in these 1,000 {hwm} MB "
                           f"(+{hwm - rss})", flush=True)
+        cache = store.query("SELECT tag, memory_usage_bytes >> 20 AS mb FROM duckdb_memory() "
+                            "WHERE memory_usage_bytes >= 1048576 ORDER BY 2 DESC")
         store.close()
+        print("DuckDB's buffer pool at the end: "
+              + ", ".join(f"{r['tag']} {r['mb']} MB" for r in cache))
         print(f"{args.n:,} cases in {time.monotonic() - t0:.0f} s; highest peak {top} MB, "
               f"resting at the end {rss} MB")

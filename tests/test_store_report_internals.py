@@ -270,3 +270,53 @@ def test_two_call_hashes_sharing_a_cache_key_never_mix_up_answers(tmp_path, monk
     assert st.cache_key("first") != st.cache_key("second")
     assert st.cache_key("x") == st.cache_key("x") and -2 ** 63 <= st.cache_key("x") < 2 ** 63
     s.close()
+
+
+def _cached_mb(s: Store) -> float:
+    return s.con.execute("SELECT sum(memory_usage_bytes) / 2 ** 20 FROM duckdb_memory() "
+                         "WHERE tag = 'BASE_TABLE'").fetchone()[0] or 0.0
+
+
+def _rows_of_text(n: int) -> list[dict]:
+    return [{"run_id": "r", "case_id": f"q{i:06d}", "variant": "A", "name": "length", "passed": True,
+             "detail": f"{i:08x}" * 40, "data_json": "{}"} for i in range(n)]
+
+
+def test_trim_evicts_cached_pages_and_restores_the_memory_limit(tmp_path):
+    import duckdb
+
+    default = duckdb.connect().execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    s = Store(tmp_path / "s.duckdb")
+    s.bulk_insert("checks", _rows_of_text(60_000))
+    s.con.execute("CHECKPOINT")
+    assert len(s.checks("r", columns=["detail"])) == 60_000  # every page read into the cache
+    before = _cached_mb(s)
+    assert before > 8
+    with s._gate.read():  # a read in flight: no trim under it
+        assert s._gate.trim(s.con) is False
+    assert _cached_mb(s) == before
+    assert s._gate.trim(s.con) is True
+    assert _cached_mb(s) <= before / 2
+    assert s.con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == default
+    assert len(s.checks("r", columns=["detail"])) == 60_000  # pages come back from the file
+    s.close()
+
+
+def test_the_writer_trims_every_trim_every_writes_and_loses_nothing(tmp_path, monkeypatch):
+    import abtest.store as st
+
+    trims = []
+    real = st._ReadGate.trim
+    monkeypatch.setattr(st, "TRIM_EVERY", 3)
+    monkeypatch.setattr(st._ReadGate, "trim", lambda self, con: trims.append(1) or real(self, con))
+    s = Store(tmp_path / "s.duckdb")
+    for i, rows in enumerate([_rows_of_text(500)[k:k + 50] for k in range(0, 500, 50)]):
+        s.bulk_insert("checks", rows)  # one write each, committed alone: 10 writes, 3 trims
+    assert len(trims) == 3
+    assert len(s.checks("r")) == 500
+    s.close()
+    monkeypatch.setattr(st, "TRIM_EVERY", 0)
+    s = Store(tmp_path / "s.duckdb")
+    s.bulk_insert("checks", _rows_of_text(10))
+    s.close()
+    assert len(trims) == 3
