@@ -314,7 +314,7 @@ _CATALOG = "abtest_store"
 # Writes between cache trims (0: never). DuckDB keeps every data page it has written or read
 # cached until its memory_limit (80 % of RAM), so a long run's memory grew with the store
 # file. Store API alone, 100,000 cases (scripts/bench_store_memory.py): resting at the end
-# 206 → 139 MB, highest peak 259 → 209 MB, time 427 → 433 s.
+# 206 → 125 MB, highest peak 259 → 208 MB; full run (bench_memory.py): peak 510 → 444 MB.
 TRIM_EVERY = 1000
 # What a trim leaves beside the memory DuckDB cannot evict (key indexes, unsaved rows). No
 # read runs during a trim (_ReadGate) and writes run on the trimming thread, so little is needed.
@@ -359,10 +359,10 @@ class _ReadGate:
                                  "WHERE tag <> 'BASE_TABLE'").fetchone()[0] or 0
             try:
                 con.execute(f"SET memory_limit = '{(int(pinned) >> 20) + _TRIM_SLACK_MB}MB'")
-            except duckdb.Error:
-                pass  # could not evict down to it: the limit stays as it was
             finally:
                 con.execute("RESET memory_limit")
+        except duckdb.Error:
+            pass  # could not evict down to it: DuckDB keeps its limit; only memory is at stake
         finally:
             with self._cv:
                 self._trimming = False

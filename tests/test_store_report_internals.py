@@ -320,3 +320,24 @@ def test_the_writer_trims_every_trim_every_writes_and_loses_nothing(tmp_path, mo
     s.bulk_insert("checks", _rows_of_text(10))
     s.close()
     assert len(trims) == 3
+
+
+def test_a_read_waits_out_a_trim():
+    from abtest.store import _ReadGate
+
+    gate, entered = _ReadGate(), threading.Event()
+    with gate._cv:
+        gate._trimming = True  # as trim() holds it while DuckDB's limit is low
+
+    def read():
+        with gate.read():
+            entered.set()
+
+    t = threading.Thread(target=read)
+    t.start()
+    assert not entered.wait(0.3)
+    with gate._cv:
+        gate._trimming = False
+        gate._cv.notify_all()
+    assert entered.wait(5)
+    t.join()
