@@ -93,6 +93,8 @@ def _run_config(run: dict):
 
 
 def _fixture_cases(run: dict) -> dict[str, Any]:
+    """The run's cases, verified: reviewers must see the contexts the judges saw, so a fixture
+    edited, or re-captured at the same path, since the run is refused."""
     from .fixtures import load_fixture
 
     raw = run.get("fixture_path")
@@ -100,7 +102,14 @@ def _fixture_cases(run: dict) -> dict[str, Any]:
     if not raw or not p.exists():
         raise UserError("fixture not found; the review pack shows each case's question and "
                         "retrieved context from it", file=str(raw or "(no fixture path recorded)"))
-    return {c.id: c for c in load_fixture(p, verify=False).cases}
+    fx = load_fixture(p)
+    want = run.get("fixture_sha256")
+    if want and fx.cases_sha256 != want:
+        raise UserError(f"fixture changed since run {run['run_id']} (cases sha256 {want[:12]}… "
+                        f"then, {fx.cases_sha256[:12]}… now); the review pack must show the "
+                        "contexts the judges saw: restore that version of the fixture",
+                        file=str(p / "manifest.json"))
+    return {c.id: c for c in fx.cases}
 
 
 def _pairwise_verdicts(store, run_id: str) -> dict[str, tuple[str | None, str | None]]:

@@ -15,7 +15,7 @@ import pytest
 
 from abtest import review as R
 from abtest.errors import UserError
-from abtest.fixtures import write_fixture
+from abtest.fixtures import load_fixture, write_fixture
 from abtest.models import Case, Chunk, Config
 from abtest.store import Store
 
@@ -58,6 +58,7 @@ def _template(tmp_path_factory):
     s = Store(tmp_path / "s.duckdb")
     s.create_run({"run_id": RUN, "status": "complete", "fixture_name": "tiny",
                   "fixture_path": str(fx), "n_cases": len(cases),
+                  "fixture_sha256": load_fixture(fx).cases_sha256,
                   "variant_a_name": VARIANT_A, "variant_a_sha256": SHA_A, "variant_a_path": PATH_A,
                   "variant_b_name": VARIANT_B, "variant_b_sha256": SHA_B, "variant_b_path": PATH_B,
                   "generator_model": "m", "judge_model": "j",
@@ -111,6 +112,27 @@ def _write_jsonl(path: Path, rows):
 
 
 # ----------------------------------------------------------------------------- export
+
+def test_export_refuses_a_fixture_changed_since_the_run(store, tmp_path):
+    src = Path(store.get_run(RUN)["fixture_path"])
+    fx = tmp_path / "edited"
+    shutil.copytree(src, fx)
+    store.update_run(RUN, fixture_path=str(fx))
+    cases_jsonl = fx / "cases.jsonl"
+    cases_jsonl.write_text(cases_jsonl.read_text(encoding="utf-8").replace("Fact one", "Fact 1", 1),
+                           encoding="utf-8")
+    with pytest.raises(UserError, match="does not match its sealed sha256") as e:
+        R.export_pack(store, RUN, tmp_path / "pack", n=6, seed=1)
+    assert e.value.file == str(cases_jsonl)
+    # re-captured at the same kind of path: sealed and valid, but not what the judges saw
+    cases = [c.model_copy(update={"context": [Chunk(id="x1", text="Another fact.")]})
+             for c in load_fixture(src).cases]
+    write_fixture(tmp_path / "recaptured", cases, corpus_version="v2", retriever="bm25")
+    store.update_run(RUN, fixture_path=str(tmp_path / "recaptured"))
+    with pytest.raises(UserError, match=f"fixture changed since run {RUN}"):
+        R.export_pack(store, RUN, tmp_path / "pack", n=6, seed=1)
+    assert store.review_items(RUN) == [] and not (tmp_path / "pack").exists()
+
 
 def test_export_writes_pack_and_store_rows(store, tmp_path):
     res = R.export_pack(store, RUN, tmp_path / "pack", n=6, seed=1)

@@ -18,6 +18,8 @@ from ..gcpause import gc_paused
 SCHEMA_VERSION = 1
 HOLM_FAMILY = ("pairwise", "faithfulness", "coverage", "abstention_answerable",
                "abstention_unanswerable")
+# judges that give each answer a 0–1 score: summarised, compared and shown per case alike
+SCORE_JUDGES = ("faithfulness", "coverage", "quality", "relevance", "conformance")
 
 REMEDIES = {
     "retrieval_miss": ("low recall: the relevant chunk was not retrieved",
@@ -263,7 +265,7 @@ def _build_report(store, run_id: str, config=None) -> dict:
             "length_bias": _length_bias(outcomes, pw_ids, len_a, len_b),
         }
     # --- faithfulness, coverage, rubrics ----------------------------------
-    for judge in ("faithfulness", "coverage", "quality", "relevance", "conformance"):
+    for judge in SCORE_JUDGES:
         ja, jb = jv.get((judge, "A"), _NONE), jv.get((judge, "B"), _NONE)
         applicable = [cid for cid in finished if cid in ja or cid in jb]
         if not applicable:
@@ -689,8 +691,7 @@ def _per_case(all_ids, finished, cases, gen_by, jv, outcomes, chk_by, errors_by_
     fin = set(finished)
     # per variant: (row key, judge's map) for the score judges that ran, then abstention
     scored = {v: [(f"{judge}_{v.lower()}", jv[(judge, v)])
-                  for judge in ("faithfulness", "coverage", "quality", "relevance", "conformance")
-                  if (judge, v) in jv] for v in ("A", "B")}
+                  for judge in SCORE_JUDGES if (judge, v) in jv] for v in ("A", "B")}
     abst = {v: jv.get(("abstention", v), _NONE) for v in ("A", "B")}
     pab, pba = jv.get(("pairwise", "AB"), _NONE), jv.get(("pairwise", "BA"), _NONE)
     for cid in all_ids:

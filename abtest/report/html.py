@@ -20,6 +20,8 @@ import re
 from html import escape as _escape
 from typing import Any, Iterable
 
+from .build import SCORE_JUDGES
+
 __all__ = ["render_html", "esc"]
 
 # Okabe–Ito colours (colour-blind safe).
@@ -760,7 +762,6 @@ def _next_date(r: dict) -> str:
     return f'<section id="next-evaluation"><h2>Next evaluation date</h2><p>{txt}</p></section>'
 
 
-SCORE_JUDGES = ("faithfulness", "coverage", "quality", "relevance", "conformance")
 SHORT = {"faithfulness": "faith", "coverage": "cov", "quality": "qual", "relevance": "rel",
          "conformance": "conf"}
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .build import SCORE_JUDGES
+
 
 def _f(x, nd=3, signed=False):
     if x is None:
@@ -27,15 +29,12 @@ def _one_line(text, n=160):
     return t if len(t) <= n else t[: n - 1] + "…"
 
 
-SUMMARY_METRICS = ("faithfulness", "coverage", "quality", "relevance", "conformance")
-
-
 def _score_summaries(m: dict) -> list[list]:
     """Rows (metric, A|B, average … low) from each continuous metric's summary_a / summary_b.
 
     A metric that is absent, None or carries no summaries is skipped."""
     rows = []
-    for key in SUMMARY_METRICS:
+    for key in SCORE_JUDGES:
         mm = m.get(key)
         if not isinstance(mm, dict):
             continue
