@@ -358,11 +358,12 @@ class _ReadGate:
             pinned = con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory() "
                                  "WHERE tag <> 'BASE_TABLE'").fetchone()[0] or 0
             try:
-                con.execute(f"SET memory_limit = '{(int(pinned) >> 20) + _TRIM_SLACK_MB}MB'")
+                # MiB: DuckDB reads "MB" as 10^6 bytes, which would cut below what is pinned
+                con.execute(f"SET memory_limit = '{(int(pinned) >> 20) + _TRIM_SLACK_MB}MiB'")
             finally:
                 con.execute("RESET memory_limit")
-        except duckdb.Error:
-            pass  # could not evict down to it: DuckDB keeps its limit; only memory is at stake
+        except Exception:  # e.g. could not evict down to it: the writer must go on, and only
+            pass           # memory is at stake (DuckDB keeps its limit when a SET fails)
         finally:
             with self._cv:
                 self._trimming = False

@@ -65,7 +65,8 @@ if __name__ == "__main__":
     ap.add_argument("--row-group-size", type=int, help="override store.ROW_GROUP_SIZE")
     ap.add_argument("--trim-every", type=int, help="override store.TRIM_EVERY (0: no trims)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                    help="a DuckDB setting for the store's connection (repeatable)")
+                    help="a DuckDB setting for the store's connection (repeatable); a "
+                         "memory_limit is reset by the first trim, so pair it with --trim-every 0")
     args = ap.parse_args()
     import abtest.store as st
 

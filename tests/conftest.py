@@ -81,8 +81,8 @@ def project(tmp_path, monkeypatch):
 @pytest.fixture(autouse=True)
 def _store_trims_often(monkeypatch):
     """Every in-process test that writes a store also trims DuckDB's page cache (every 7
-    writes instead of 1,000), beside the test's own reads: a trim that broke a read or a
-    write, or deadlocked, fails them. Tests that count trims set their own."""
+    writes instead of 1,000), beside the test's own reads and writes, so a trim that
+    deadlocked with them would hang the suite. Tests that count trims set their own."""
     import abtest.store
 
     monkeypatch.setattr(abtest.store, "TRIM_EVERY", 7)

@@ -322,22 +322,27 @@ def test_the_writer_trims_every_trim_every_writes_and_loses_nothing(tmp_path, mo
     assert len(trims) == 3
 
 
-def test_a_read_waits_out_a_trim():
-    from abtest.store import _ReadGate
+def test_a_read_waits_out_a_trim(tmp_path):
+    s = Store(tmp_path / "s.duckdb")
+    s.bulk_insert("checks", _rows_of_text(100))
+    in_set, go, done = threading.Event(), threading.Event(), []
 
-    gate, entered = _ReadGate(), threading.Event()
-    with gate._cv:
-        gate._trimming = True  # as trim() holds it while DuckDB's limit is low
+    class Held:  # the store's connection, held inside the trim's SET until told to go on
+        def execute(self, sql, *args):
+            if sql.startswith("SET memory_limit"):
+                in_set.set()
+                go.wait(10)
+            return s.con.execute(sql, *args)
 
-    def read():
-        with gate.read():
-            entered.set()
-
-    t = threading.Thread(target=read)
-    t.start()
-    assert not entered.wait(0.3)
-    with gate._cv:
-        gate._trimming = False
-        gate._cv.notify_all()
-    assert entered.wait(5)
-    t.join()
+    trim = threading.Thread(target=lambda: done.append(s._gate.trim(Held())))
+    trim.start()
+    assert in_set.wait(10)
+    read = threading.Thread(target=lambda: done.append(len(s.checks("r"))))
+    read.start()
+    read.join(0.3)
+    assert read.is_alive() and done == []  # the read waits while DuckDB's limit is low
+    go.set()
+    trim.join(10)
+    read.join(10)
+    assert done == [True, 100]
+    s.close()
