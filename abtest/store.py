@@ -318,7 +318,7 @@ _CATALOG = "abtest_store"
 TRIM_EVERY = 1000
 # What a trim leaves beside the memory DuckDB cannot evict (key indexes, unsaved rows). No
 # read runs during a trim (_ReadGate) and writes run on the trimming thread, so little is needed.
-_TRIM_SLACK_MB = 4
+_TRIM_SLACK_MIB = 4
 
 
 class _ReadGate:
@@ -359,7 +359,7 @@ class _ReadGate:
                                  "WHERE tag <> 'BASE_TABLE'").fetchone()[0] or 0
             try:
                 # MiB: DuckDB reads "MB" as 10^6 bytes, which would cut below what is pinned
-                con.execute(f"SET memory_limit = '{(int(pinned) >> 20) + _TRIM_SLACK_MB}MiB'")
+                con.execute(f"SET memory_limit = '{(int(pinned) >> 20) + _TRIM_SLACK_MIB}MiB'")
             finally:
                 con.execute("RESET memory_limit")
         except Exception:  # e.g. could not evict down to it: the writer must go on, and only

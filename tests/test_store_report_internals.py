@@ -310,8 +310,9 @@ def test_the_writer_trims_every_trim_every_writes_and_loses_nothing(tmp_path, mo
     monkeypatch.setattr(st, "TRIM_EVERY", 3)
     monkeypatch.setattr(st._ReadGate, "trim", lambda self, con: trims.append(1) or real(self, con))
     s = Store(tmp_path / "s.duckdb")
-    for i, rows in enumerate([_rows_of_text(500)[k:k + 50] for k in range(0, 500, 50)]):
-        s.bulk_insert("checks", rows)  # one write each, committed alone: 10 writes, 3 trims
+    rows = _rows_of_text(500)
+    for k in range(0, 500, 50):
+        s.bulk_insert("checks", rows[k:k + 50])  # one write each, committed alone: 10 writes, 3 trims
     assert len(trims) == 3
     assert len(s.checks("r")) == 500
     s.close()
