@@ -73,8 +73,10 @@ class CheckSummary(BaseModel):
     n: int = Field(description="cases where the check applied to both A and B")
     n_a_applicable: int
     n_b_applicable: int
-    pass_rate_a: float | None
-    pass_rate_b: float | None
+    pass_rate_a: float | None = Field(description="A's passes / A's applicable answers")
+    pass_rate_b: float | None = Field(description="B's passes / B's applicable answers")
+    n_a_pass: int = 0
+    n_b_pass: int = 0
     n11: int = Field(description="both pass")
     n10: int = Field(description="A passes, B fails")
     n01: int = Field(description="A fails, B passes")
@@ -125,15 +127,27 @@ def _normalize_quotes(text: str) -> str:
     return text.replace("\u2019", "'").replace("\u2018", "'").replace("\u02bc", "'")
 
 
-def looks_like_refusal(text: str) -> bool:
-    """True when the text reads like an abstention ("I don't know", "not in the provided …").
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+")
+_COURTESY_RE = re.compile(r"\b(sorry|apologi[sz]e|please|feel free|let me know|hope this helps)\b",
+                          re.IGNORECASE)
 
-    A cheap, case-insensitive phrase detector used only to excuse missing citations;
-    the abstention judge makes the real call.
+
+def looks_like_refusal(text: str) -> bool:
+    """True when the text reads like an abstention and nothing else: a refusal phrase ("I
+    don't know", "not in the provided …"), and every other sentence of four words or more
+    is a refusal or a courtesy too. "I do not know for certain. The depot opens at 9am."
+    is an answer, not a refusal.
+
+    A cheap, case-insensitive detector used only to excuse missing citations; the
+    abstention judge decides abstention.
     """
     if not text:
         return False
-    return _REFUSAL_RE.search(_normalize_quotes(text)) is not None
+    t = _normalize_quotes(text).strip()
+    if _REFUSAL_RE.search(t) is None:
+        return False
+    return all(len(sent.split()) < 4 or _REFUSAL_RE.search(sent) or _COURTESY_RE.search(sent)
+               for sent in _SENTENCE_SPLIT.split(t))
 
 
 # --------------------------------------------------------------------------- patterns
@@ -609,7 +623,9 @@ def _by_name(results: Iterable[Any]) -> dict[str, bool | None]:
 
 def paired_check_table(results_a: Mapping[str, Iterable[Any]],
                        results_b: Mapping[str, Iterable[Any]]) -> dict[str, CheckSummary]:
-    """Per check, the paired 2×2 over cases present on both sides and applicable to both.
+    """Per check, each variant's pass rate over the answers it applies to, and the paired 2×2
+    over cases present on both sides and applicable to both (a check only one variant
+    defines keeps its pass rate and an empty table).
 
     Accepts `CheckResult`s, mappings with ``name`` / ``passed``, or (name, passed) pairs. Case ids present on
     one side only are ignored (they cannot be paired). No p-values here.
@@ -626,7 +642,7 @@ def paired_check_table(results_a: Mapping[str, Iterable[Any]],
     table: dict[str, CheckSummary] = {}
     for name in names:
         n11 = n10 = n01 = n00 = 0
-        a_app = b_app = 0
+        a_app = b_app = a_pass = b_pass = 0
         newly_failing: list[str] = []
         newly_passing: list[str] = []
         seen_any = False
@@ -636,6 +652,8 @@ def paired_check_table(results_a: Mapping[str, Iterable[Any]],
                 seen_any = True
             a_app += pa is not None
             b_app += pb is not None
+            a_pass += pa is True
+            b_pass += pb is True
             if pa is None or pb is None:
                 continue
             if pa and pb:
@@ -653,8 +671,9 @@ def paired_check_table(results_a: Mapping[str, Iterable[Any]],
         n = n11 + n10 + n01 + n00
         table[name] = CheckSummary(
             name=name, n=n, n_a_applicable=a_app, n_b_applicable=b_app,
-            pass_rate_a=(n11 + n10) / n if n else None,
-            pass_rate_b=(n11 + n01) / n if n else None,
+            pass_rate_a=a_pass / a_app if a_app else None,
+            pass_rate_b=b_pass / b_app if b_app else None,
+            n_a_pass=a_pass, n_b_pass=b_pass,
             n11=n11, n10=n10, n01=n01, n00=n00,
             newly_failing=newly_failing, newly_passing=newly_passing,
         )

@@ -10,11 +10,16 @@ from __future__ import annotations
 from .models import Gates
 
 
+PRECISION = 3  # the report prints rates with 3 decimals; a bar is compared at that precision
+
+
 def _rule(name, value, threshold, op, *, note=None) -> dict:
     if value is None:
         return {"name": name, "value": None, "threshold": threshold, "status": "not_applicable",
                 "note": note or "not measurable in this run"}
-    ok = value >= threshold if op == ">=" else value < threshold
+    # 0.7999999 prints as 0.800 and must not fail a 0.80 bar
+    shown = round(value, PRECISION) if op == ">=" else value
+    ok = shown >= threshold if op == ">=" else value < threshold
     return {"name": name, "value": value, "threshold": threshold, "op": op,
             "status": "pass" if ok else "fail", **({"note": note} if note else {})}
 
@@ -46,15 +51,23 @@ def evaluate_gate(report: dict, gates: Gates) -> dict:
                       "cannot pass without them"})
     else:
         rules.append(_rule("out_of_scope", ab_un.get("b"), gates.out_of_scope, ">="))
-    ca = (m.get("checks") or {}).get("citation_accuracy") or {}
-    rules.append(_rule("citation_accuracy", ca.get("pass_rate_b") if ca.get("n") else None,
+    checks = m.get("checks") or {}
+    ca = checks.get("citation_accuracy") or {}
+    has_ca = ca.get("n_b_applicable", ca.get("n"))
+    rules.append(_rule("citation_accuracy", ca.get("pass_rate_b") if has_ca else None,
                        gates.citation_accuracy, ">=",
-                       note=None if ca.get("n") else "no case has expected_citations"))
+                       note=None if has_ca else "no case has expected_citations"))
+    for name, c in checks.items():  # every other deterministic check B defines
+        if name == "citation_accuracy" or not c.get("n_b_applicable"):
+            continue
+        rules.append(_rule(f"check:{name}", c.get("pass_rate_b"), gates.checks, ">=",
+                           note=f"{c.get('n_b_pass')} of {c['n_b_applicable']} B answers pass"))
     lat = (m.get("latency") or {}).get("p95_ms_b") if live else None
     rules.append(_rule("p95_latency_ms", lat, gates.p95_latency_ms, "<",
                        note=None if live else "latency of the real system: measurable only live"))
     incidents = [i for i in report.get("incidents", []) if i["variant"] == "B"]
-    reasons = [f"{r['name']}: {r['value']:.3f} vs threshold {r['threshold']}" if r["value"] is not None
+    reasons = [f"{r['name']}: {r['value']:.{PRECISION}f} vs threshold {r['threshold']}"
+               if r["value"] is not None
                else f"{r['name']}: {r.get('note')}" for r in rules if r["status"] == "fail"]
     if incidents:
         reasons.append(f"{len(incidents)} hallucination incident(s) in B (faithfulness < "

@@ -117,8 +117,7 @@ def check_faithfulness(lc: LoadedConfig, data: str | Path, *, limit: int | None 
                         context=[Chunk(id="source", text=r["source"])], corpus_version="-",
                         retriever="-")
             row, _claims = J.faithfulness(gw, lc.config.judge, case, r["claim_or_summary"], "A",
-                                          max_claims=lc.config.max_claims,
-                                          refusal=False)
+                                          max_claims=lc.config.max_claims)
             return row
         results = _parallel(one, rows, lc.config.concurrency, progress)
     finally:

@@ -555,7 +555,7 @@ def judge_question(gw, cfg, store, run_id: str, q: dict, items: dict[str, dict],
                    citation_pattern: str | None, corpus_version: str) -> list[str]:
     """Checks and judges for one question whose A and B answers both exist."""
     from . import judges as J
-    from .checks import looks_like_refusal, run_checks
+    from .checks import run_checks
 
     spec = cfg.judge
     js = cfg.judges
@@ -583,12 +583,9 @@ def judge_question(gw, cfg, store, run_id: str, q: dict, items: dict[str, dict],
     points, perr = (J.key_points_for(gw, spec, cases["A"]) if "coverage" in js else (None, None))
     for v in VARIANTS:
         case, ans = cases[v], answers[v]
-        if "faithfulness" in js:
-            row, claims = J.faithfulness(gw, spec, case, ans, v, refusal=looks_like_refusal(ans),
-                                         max_claims=cfg.max_claims)
+        for row, claims in J.claims_and_abstention(gw, spec, case, ans, v, js,
+                                                    max_claims=cfg.max_claims):
             put(row, claims)
-        if "abstention" in js:
-            put(J.abstention(gw, spec, case, ans, v))
         if "coverage" in js and case.answerable:
             if perr:
                 put({"case_id": case.id, "judge": "coverage", "subject": v, "error": perr})

@@ -157,6 +157,9 @@ class ModelSpec(Strict):
 
 class Gates(Strict):
     faithfulness: float = 0.90
+    checks: float = Field(default=1.0, ge=0, le=1, description=(
+        "each deterministic check variant B defines (json, citations, must_not_say, length) "
+        "must pass on at least this share of B's answers it applies to"))
     answer_relevance: float = 0.80
     context_precision: float = 0.75
     context_recall: float = 0.75
@@ -167,8 +170,22 @@ class Gates(Strict):
 
 
 class ReviewConfig(Strict):
-    min_labels: int = 30
-    min_kappa: float = 0.6
+    """A judge is validated when at least min_labels human labels of its own items agree with
+    it so well that the lower (1 - alpha) confidence limit of Cohen's kappa is >= min_kappa."""
+
+    min_labels: int = Field(default=30, ge=2)
+    min_kappa: float = Field(default=0.6, gt=-1, le=1)
+
+
+class Margins(Strict):
+    """Non-inferiority margins, fixed before the run (docs/STATISTICS.md justifies them)."""
+
+    coverage: float = Field(default=0.05, ge=0, lt=1, description=(
+        "key-point coverage of B may be at most this much lower than A's (0-1 scale)"))
+    abstention_answerable: float = Field(default=0.05, ge=0, lt=1, description=(
+        "B may refuse answerable questions at most this much more often than A"))
+    abstention_unanswerable: float = Field(default=0.10, ge=0, lt=1, description=(
+        "B may abstain correctly on unanswerable questions at most this much less often than A"))
 
 
 JUDGE_NAMES = ("pairwise", "faithfulness", "coverage", "abstention", "quality", "keywords",
@@ -189,8 +206,10 @@ class Config(Strict):
     gates: Gates = Gates()
     judges: list[str] = ["pairwise", "faithfulness", "coverage", "abstention"]
     allow_self_judge: bool = False
-    noninferiority_margin: float = 0.02
-    alpha: float = 0.05
+    margins: Margins = Margins()
+    noninferiority_margin: float | None = Field(default=None, ge=0, lt=1, description=(
+        "deprecated: one margin for coverage and answerable refusals; use margins"))
+    alpha: float = Field(default=0.05, gt=0, lt=0.5)
     review: ReviewConfig = ReviewConfig()
     seed: int = 0
     embedding: ModelSpec | None = Field(default=None, description="local retriever: vector search + RRF")
@@ -198,6 +217,13 @@ class Config(Strict):
     max_claims: int = Field(default=8, ge=1, le=30, description="claims extracted per answer")
     judge_repeats: int = Field(default=0, ge=0, le=10, description="re-ask a sample K times")
     judge_repeat_cases: int = Field(default=10, ge=1)
+
+    @model_validator(mode="after")
+    def _legacy_margin(self) -> "Config":
+        if self.noninferiority_margin is not None and "margins" not in self.model_fields_set:
+            m = self.noninferiority_margin
+            self.margins = Margins(coverage=m, abstention_answerable=m)
+        return self
 
     @field_validator("judges")
     @classmethod

@@ -2,11 +2,12 @@
 agreement, and prediction-powered inference (PPI) for the headline differences.
 
 What goes into a pack (`export_pack`)
-  * every pairwise case whose two orders disagreed or where the judge said tie in
-    either order ("flagged"), and
-  * a seeded random sample of ``n`` further items, split between the other
-    (position-consistent, decisive) pairwise cases and faithfulness claims; the claim
-    sample is split evenly between claims the judge called supported and unsupported.
+  Each judge the claim rests on is validated on its own items, so about ``n`` items are
+  drawn per judge, stratified by the judge's verdict (both kinds must be there for an
+  agreement to mean anything): pairwise cases (agreed A / B / tie, plus up to ``n``
+  cases whose two orders disagreed, "flagged"), faithfulness claims (supported /
+  unsupported), coverage key points (covered / not covered) and abstention verdicts
+  (abstained / answered). Within a stratum the draw is a seeded uniform sample.
 
 Blinding: the pack never names a variant, a variant file or the judge's verdict. A
 pairwise item shows "Answer 1" and "Answer 2"; which variant is which is drawn per
@@ -20,7 +21,8 @@ item's side mapping to "A"/"B" at import time ("tie" stays "tie"), so
 `review_items.judge_label` (the judge's combined outcome "A"/"B"/"tie", the value the
 report's pairwise statistics use) and `human_labels.label` are directly comparable.
 Claim items use "supported"/"unsupported" (the judge's contradicted and
-not_in_context both count as unsupported).
+not_in_context both count as unsupported), coverage items "covered"/"not_covered",
+abstention items "abstained"/"answered".
 
 PPI (Angelopoulos et al. 2023, "Prediction-powered inference", mean estimation):
 ``theta_pp = mean(judge on all N) - mean(judge - human on the labelled n)`` with a
@@ -54,6 +56,11 @@ __all__ = [
 
 PAIRWISE_LABELS = ("1", "2", "tie")
 CLAIM_LABELS = ("supported", "unsupported")
+COVERAGE_LABELS = ("covered", "not_covered")
+ABSTENTION_LABELS = ("abstained", "answered")
+LABELS = {"pairwise": PAIRWISE_LABELS, "faithfulness": CLAIM_LABELS,
+          "coverage": COVERAGE_LABELS, "abstention": ABSTENTION_LABELS}
+_ITEM_LETTER = {"pairwise": "p", "faithfulness": "c", "coverage": "k", "abstention": "s"}
 DOWNLOAD_FORMAT = "abtest-review-labels"
 PACK_FILES = ("items.jsonl", "labels.csv", "review.html")
 
@@ -63,6 +70,12 @@ PAIRWISE_TASK = ("Read the question and the retrieved context, then both answers
 CLAIM_TASK = ("Is the claim supported by the retrieved context? Label supported only when the "
               "context states it; anything contradicted by or absent from the context is "
               "unsupported.")
+
+COVERAGE_TASK = ("Does the answer state this key point (in any wording)? Label covered only "
+                 "when it does; a point the answer omits or contradicts is not_covered.")
+ABSTENTION_TASK = ("Does the answer abstain: decline to answer, or say only that it does not "
+                   "know or that the documents do not contain the answer? Label answered when it "
+                   "states an answer in any way, even after a hedge (\"I'm not sure, but …\").")
 
 _SCORE = {"A": 0.0, "tie": 0.5, "B": 1.0}   # win-rate score of a pairwise outcome (B wins = 1)
 
@@ -121,8 +134,13 @@ def _pairwise_verdicts(store, run_id: str) -> dict[str, tuple[str | None, str | 
 
 
 def _flagged(ab: str | None, ba: str | None) -> bool:
-    """The two orders disagreed, or the judge said tie in either order."""
-    return ab != ba or "tie" in (ab, ba)
+    """The two orders disagreed: the judge's own disagreement, always worth a human look."""
+    return ab != ba
+
+
+def _pairwise_stratum(ab: str | None, ba: str | None) -> str:
+    """'flagged' when the orders disagreed, else the agreed outcome (A, B or tie)."""
+    return "flagged" if _flagged(ab, ba) else str(ab)
 
 
 def _outcome(ab: str | None, ba: str | None) -> str:
@@ -150,14 +168,6 @@ def _finished_cases(store, run_id: str) -> set[str]:
         if j["sample"] == 0 and j["error"]:
             bad.add(j["case_id"])
     return {cid for cid, vs in have.items() if {"A", "B"} <= vs and cid not in bad}
-
-
-def _split(total: int, cap1: int, cap2: int) -> tuple[int, int]:
-    """Split `total` about evenly between two pools, spilling over when one runs short."""
-    k1 = min(cap1, (total + 1) // 2)
-    k2 = min(cap2, total - k1)
-    k1 = min(cap1, total - k2)
-    return k1, k2
 
 
 def _prefix(pool: list, k: int, seed_key: str) -> list:
@@ -197,14 +207,39 @@ def _write(store, fn, rows) -> None:
 
 # --------------------------------------------------------------------------- export
 
+def _stratified(pools: dict[str, list], total: int, seed_key: str) -> list:
+    """About `total` items spread evenly over the strata (a stratum that runs short gives its
+    share to the others); within a stratum, the first k of a seeded permutation, so a bigger
+    total gives a superset."""
+    keys = sorted(k for k in pools if pools[k])
+    quota = {k: 0 for k in keys}
+    left = total
+    while left > 0:
+        open_ = [k for k in keys if quota[k] < len(pools[k])]
+        if not open_:
+            break
+        for k in open_:
+            if left == 0:
+                break
+            quota[k] += 1
+            left -= 1
+    out = []
+    for k in keys:
+        out += _prefix(pools[k], quota[k], f"{seed_key}:{k}")
+    return out
+
+
 def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict:
     """Write a blind review pack (items.jsonl, labels.csv, review.html) into `out_dir` and
     record each item's secret side mapping and the judge's label in `review_items`.
 
-    ``n`` is the size of the random sample added to the flagged pairwise cases (which
-    are always all included). The store must be open read-write. Re-exporting keeps the
-    item id and side mapping of every item already in the store, so labels imported
-    earlier stay valid; the same seed and a bigger n gives a superset of the items.
+    Each judge is validated on its own items (docs/STATISTICS.md), so ``n`` items are drawn
+    per judge, stratified by the judge's verdict so both kinds are there to agree on:
+    pairwise (A / B / tie, plus up to ``n`` cases whose two orders disagreed), faithfulness
+    claims (supported / unsupported), coverage key points (covered / not covered) and
+    abstention (abstained / answered). The store must be open read-write. Re-exporting
+    keeps the item id and side mapping of every item already in the store, so labels
+    imported earlier stay valid; the same seed and a bigger n gives a superset.
     """
     if int(n) != n or n < 0:
         raise UserError(f"--n must be a non-negative integer, got {n!r}", field="n")
@@ -218,31 +253,45 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
         g = gens.get((cid, v))
         return g["answer"] if g and not g["error"] and g["answer"] else None
 
+    base = f"abtest-review:{run_id}:{seed}"
     verdicts = _pairwise_verdicts(store, run_id)
-    flagged, consistent = [], []
+    pw_pools: dict[str, list] = defaultdict(list)
     for cid in sorted(verdicts):
         ab, ba = verdicts[cid]
         if ab is None or ba is None or cid not in cases or not (answer(cid, "A") and answer(cid, "B")):
             continue
-        (flagged if _flagged(ab, ba) else consistent).append(cid)
-    judged_sup, judged_uns = [], []
+        pw_pools[_pairwise_stratum(ab, ba)].append(cid)
+    flagged = _prefix(pw_pools.pop("flagged", []), n, f"{base}:pairwise-flagged")
+    pw_sample = _stratified(pw_pools, n, f"{base}:pairwise")
+    claim_pools: dict[str, list] = defaultdict(list)
     for c in store.claims(run_id):
         if (c["verdict"] is None or not (c["claim"] or "").strip() or c["case_id"] not in cases
                 or not answer(c["case_id"], c["variant"])):
             continue
-        (judged_sup if c["verdict"] == "supported" else judged_uns).append(c)
+        claim_pools[_claim_label(c["verdict"])].append(c)
+    cl_sample = _stratified(claim_pools, n, f"{base}:claims")
+    cov_pools: dict[str, list] = defaultdict(list)
+    abs_pools: dict[str, list] = defaultdict(list)
+    for j in store.judgments(run_id):
+        cid, v = j["case_id"], j["subject"]
+        if (j["sample"] != 0 or j["error"] or j["verdict"] is None or cid not in cases
+                or v not in ("A", "B") or not answer(cid, v)):
+            continue
+        if j["judge"] == "abstention":
+            abs_pools[j["verdict"]].append((cid, v))
+        elif j["judge"] == "coverage" and j["result_json"]:
+            res = json.loads(j["result_json"])
+            covered = set(res.get("covered") or [])
+            for i, point in enumerate(res.get("points") or []):
+                label = "covered" if point in covered else "not_covered"
+                cov_pools[label].append((cid, v, i, point))
+    cov_sample = _stratified(cov_pools, n, f"{base}:coverage")
+    abs_sample = _stratified(abs_pools, n, f"{base}:abstention")
+    if not (flagged or pw_sample or cl_sample or cov_sample or abs_sample):
+        raise UserError(f"nothing to review in run {run_id!r}: no judgment with its answers and "
+                        "fixture case", file=str(store.path))
 
-    base = f"abtest-review:{run_id}:{seed}"
-    n_pw, n_cl = _split(n, len(consistent), len(judged_sup) + len(judged_uns))
-    n_uns, n_sup = _split(n_cl, len(judged_uns), len(judged_sup))
-    pw_sample = _prefix(consistent, n_pw, f"{base}:pairwise")
-    cl_sample = (_prefix(judged_uns, n_uns, f"{base}:claims-unsupported")
-                 + _prefix(judged_sup, n_sup, f"{base}:claims-supported"))
-    if not flagged and not pw_sample and not cl_sample:
-        raise UserError(f"nothing to review in run {run_id!r}: no pairwise judgment or judged "
-                        "claim with its answers and fixture case", file=str(store.path))
-
-    # selected items: (key, judge, case_id, secret dict, public dict, judge_label, fingerprint)
+    # selected items: key, judge, case_id, secret, public fields, judge_label, fingerprint
     selected: list[dict] = []
     for cid in flagged + pw_sample:
         ab, ba = verdicts[cid]
@@ -251,8 +300,7 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
             "key": f"pairwise|{cid}", "judge": "pairwise", "case_id": cid,
             "fingerprint": _sha(a, b), "judge_label": _outcome(ab, ba),
             "secret": {"kind": "pairwise", "verdict_ab": ab, "verdict_ba": ba,
-                       "position_inconsistent": ab != ba,
-                       "stratum": "flagged" if cid in flagged else "consistent"},
+                       "position_inconsistent": ab != ba, "stratum": _pairwise_stratum(ab, ba)},
             "answers": {"A": a, "B": b}})
     for c in cl_sample:
         cid, v = c["case_id"], c["variant"]
@@ -261,7 +309,23 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
             "fingerprint": _sha(c["claim"], answer(cid, v)), "judge_label": _claim_label(c["verdict"]),
             "secret": {"kind": "claim", "variant": v, "idx": c["idx"], "judge_verdict": c["verdict"],
                        "stratum": _claim_label(c["verdict"])},
-            "claim": c["claim"], "answer": answer(cid, v)})
+            "public": {"kind": "claim", "task": CLAIM_TASK, "claim": c["claim"],
+                       "answer": answer(cid, v)}})
+    for cid, v, i, point in cov_sample:
+        label = "covered" if (cid, v, i, point) in cov_pools["covered"] else "not_covered"
+        selected.append({
+            "key": f"coverage|{cid}|{v}|{i}", "judge": "coverage", "case_id": cid,
+            "fingerprint": _sha(point, answer(cid, v)), "judge_label": label,
+            "secret": {"kind": "coverage", "variant": v, "idx": i, "stratum": label},
+            "public": {"kind": "coverage", "task": COVERAGE_TASK, "key_point": point,
+                       "answer": answer(cid, v)}})
+    for cid, v in abs_sample:
+        label = "abstained" if (cid, v) in abs_pools["abstained"] else "answered"
+        selected.append({
+            "key": f"abstention|{cid}|{v}", "judge": "abstention", "case_id": cid,
+            "fingerprint": _sha(answer(cid, v)), "judge_label": label,
+            "secret": {"kind": "abstention", "variant": v, "stratum": label},
+            "public": {"kind": "abstention", "task": ABSTENTION_TASK, "answer": answer(cid, v)}})
 
     # reuse ids and sides of items already exported for this run
     existing: dict[str, dict] = {}
@@ -286,7 +350,7 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
             item_id, sides = old["item_id"], old.get("sides")
         else:
             max_num += 1
-            item_id = f"{tag}-{'p' if s['judge'] == 'pairwise' else 'c'}{max_num:04d}"
+            item_id = f"{tag}-{_ITEM_LETTER[s['judge']]}{max_num:04d}"
             sides = None
         case = cases[s["case_id"]]
         pub: dict[str, Any] = {"item_id": item_id, "case_id": s["case_id"],
@@ -297,14 +361,12 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
                 first = "A" if random.Random(f"{base}:sides:{s['key']}").random() < 0.5 else "B"
                 sides = {"1": first, "2": "B" if first == "A" else "A"}
             pub.update({"kind": "pairwise", "task": PAIRWISE_TASK,
-                        "answer_1": s["answers"][sides["1"]], "answer_2": s["answers"][sides["2"]],
-                        "allowed_labels": list(PAIRWISE_LABELS)})
+                        "answer_1": s["answers"][sides["1"]], "answer_2": s["answers"][sides["2"]]})
             secret = {**s["secret"], "sides": sides}
         else:
-            pub.update({"kind": "claim", "task": CLAIM_TASK, "claim": s["claim"],
-                        "answer": s["answer"], "allowed_labels": list(CLAIM_LABELS)})
+            pub.update(s["public"])
             secret = dict(s["secret"])
-        pub.update({"label": "", "note": ""})
+        pub.update({"allowed_labels": list(LABELS[s["judge"]]), "label": "", "note": ""})
         secret.update({"key": s["key"], "fingerprint": s["fingerprint"], "seed": seed})
         rows.append({"run_id": run_id, "item_id": item_id, "judge": s["judge"],
                      "case_id": s["case_id"], "mapping_json": json.dumps(secret, sort_keys=True),
@@ -329,7 +391,8 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
             "download_format": DOWNLOAD_FORMAT, "items": public}
     p_html.write_text(_HTML.replace("/*__PACK_JSON__*/null", _script_json(pack)), encoding="utf-8")
     counts = {"pairwise_flagged": len(flagged), "pairwise_sampled": len(pw_sample),
-              "claims_judged_supported": n_sup, "claims_judged_unsupported": n_uns}
+              "claims": len(cl_sample), "coverage_points": len(cov_sample),
+              "abstention_answers": len(abs_sample)}
     return {"paths": [str(p_items), str(p_csv), str(p_html)], "n_items": len(public),
             "pack_id": pack_id, "out_dir": str(out), "counts": counts}
 
@@ -468,7 +531,7 @@ def import_labels(store, run_id: str, file, reviewer: str | None = None) -> int:
             problems.append((r.where, f"unknown item {item_id!r} (not in run {run_id}'s review pack)"))
             continue
         label = str(r.label).strip().lower()
-        allowed = PAIRWISE_LABELS if item["judge"] == "pairwise" else CLAIM_LABELS
+        allowed = LABELS.get(item["judge"], CLAIM_LABELS)
         if label not in allowed:
             problems.append((r.where, f"item {item_id!r}: label {str(r.label).strip()!r} is not "
                                       f"one of {', '.join(allowed)}"))
@@ -533,19 +596,16 @@ def agreement(store, run_id: str, alpha: float = 0.05) -> dict:
     CI. Pairwise items whose two judge orders disagreed are left out of the pairwise
     kappa and reported under ``position_inconsistent`` (the judge's combined outcome
     for them is "tie"); ``all_items`` is the pairwise kappa with them counted as tie.
-    ``overall`` pools every label the way the report's judge validation does."""
+    Labels are never pooled across judges: a judge at chance would hide behind another."""
     conf_level = 1.0 - alpha
-    pw_j, pw_h, all_j, all_h, cl_j, cl_h = [], [], [], [], [], []
-    incons = []
-    ov_j, ov_h = [], []
+    by: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
+    all_j, all_h, incons = [], [], []
     items_by_judge: dict[str, set[str]] = defaultdict(set)
     reviewers = set()
     for item, lab in _labelled_pairs(store, run_id):
         reviewers.add(lab["reviewer"])
         if item["judge_label"] is None:
             continue
-        ov_j.append(item["judge_label"])
-        ov_h.append(lab["label"])
         items_by_judge[item["judge"]].add(item["item_id"])
         m = json.loads(item["mapping_json"] or "{}")
         if item["judge"] == "pairwise":
@@ -553,15 +613,12 @@ def agreement(store, run_id: str, alpha: float = 0.05) -> dict:
             all_h.append(lab["label"])
             if m.get("position_inconsistent"):
                 incons.append((lab["label"], m.get("verdict_ab"), m.get("verdict_ba")))
-            else:
-                pw_j.append(item["judge_label"])
-                pw_h.append(lab["label"])
-        else:
-            cl_j.append(item["judge_label"])
-            cl_h.append(lab["label"])
+                continue
+        by[item["judge"]][0].append(item["judge_label"])
+        by[item["judge"]][1].append(lab["label"])
     out: dict[str, Any] = {}
     if all_j:
-        pw = _kappa_block(pw_j, pw_h, conf_level)
+        pw = _kappa_block(*by["pairwise"], conf_level)
         k = len(incons)
         pw["position_inconsistent"] = {
             "n": k,
@@ -574,13 +631,11 @@ def agreement(store, run_id: str, alpha: float = 0.05) -> dict:
         pw["all_items"] = _kappa_block(all_j, all_h, conf_level)
         pw["n_items"] = len(items_by_judge["pairwise"])
         out["pairwise"] = pw
-    if cl_j:
-        fa = _kappa_block(cl_j, cl_h, conf_level)
-        fa["position_inconsistent"] = {"n": 0, "note": "not applicable to claim labels"}
-        fa["n_items"] = len(items_by_judge["faithfulness"])
-        out["faithfulness"] = fa
-    out["overall"] = _kappa_block(ov_j, ov_h, conf_level) if len(ov_j) >= 2 else {
-        "n": len(ov_j), "agreement": None, "kappa": None, "ci_low": None, "ci_high": None}
+    for judge in ("faithfulness", "coverage", "abstention"):
+        if by[judge][0]:
+            blk = _kappa_block(*by[judge], conf_level)
+            blk["n_items"] = len(items_by_judge[judge])
+            out[judge] = blk
     out["reviewers"] = sorted(reviewers)
     out["conf_level"] = conf_level
     return out
@@ -590,17 +645,21 @@ def agreement(store, run_id: str, alpha: float = 0.05) -> dict:
 
 def status(store, run_id: str, min_labels: int | None = None, min_kappa: float | None = None,
            alpha: float | None = None) -> dict:
-    """How far the run is from a validated judge (the report's rule: at least min_labels
-    human labels and kappa ≥ min_kappa, over all labels). Thresholds and alpha default
-    to the run's stored config (review.min_labels 30, review.min_kappa 0.6, alpha 0.05).
-    Includes `agreement` and the PPI headlines."""
-    from .stats import cohen_kappa
+    """How far each judge is from validated (the report's rule, per judge on its own items:
+    at least min_labels human labels and the lower (1 − alpha) limit of kappa ≥ min_kappa).
+    Thresholds and alpha default to the run's stored config. Includes `agreement` and the
+    PPI headlines."""
+    from .report.build import _judge_validation
 
     run = _load_run(store, run_id)
     cfg = _run_config(run)
-    min_labels = cfg.review.min_labels if min_labels is None else int(min_labels)
-    min_kappa = cfg.review.min_kappa if min_kappa is None else float(min_kappa)
-    alpha = cfg.alpha if alpha is None else float(alpha)
+    upd: dict[str, Any] = {}
+    if min_labels is not None:
+        upd["min_labels"] = int(min_labels)
+    if min_kappa is not None:
+        upd["min_kappa"] = float(min_kappa)
+    cfg = cfg.model_copy(update={"review": cfg.review.model_copy(update=upd),
+                                 **({"alpha": float(alpha)} if alpha is not None else {})})
     items = store.review_items(run_id)
     labels = store.human_labels(run_id)
     by_id = {r["item_id"]: r for r in items}
@@ -617,38 +676,30 @@ def status(store, run_id: str, min_labels: int | None = None, min_kappa: float |
         if lab["item_id"] not in labelled_items:
             by_judge[it["judge"]]["labelled_items"] += 1
             labelled_items.add(lab["item_id"])
-    # exactly the pairs report/build.py::_judge_validation uses
-    pairs = [(by_id[lab["item_id"]]["judge_label"], lab["label"]) for lab in labels
-             if lab["item_id"] in by_id and by_id[lab["item_id"]]["judge_label"] is not None]
-    kappa = lo = hi = agree = None
-    if len(pairs) >= 2:
-        k = cohen_kappa([p[0] for p in pairs], [p[1] for p in pairs])
-        kappa, lo, hi, agree = k.kappa, k.ci_low, k.ci_high, k.p_observed
-    n_labels = len(pairs)
-    needed = max(0, min_labels - n_labels)
+    val = _judge_validation(store, run_id, cfg)
     unlabelled = len(items) - len(labelled_items)
-    validated = bool(n_labels >= min_labels and kappa is not None and kappa >= min_kappa)
+    claim_judges = val["claim_judges"]
     if not items:
         msg = f"no review pack yet: run `abtest review export {run_id}`"
-    elif validated:
-        msg = f"judge validated: {n_labels} labels, kappa {kappa:.3f} ≥ {min_kappa}"
-    elif needed:
-        msg = f"need {needed} more label(s) (have {n_labels} of {min_labels})"
-        if needed > unlabelled:
-            msg += (f"; the pack has only {unlabelled} unlabelled item(s): export a bigger pack "
-                    f"(`abtest review export {run_id} --n …`) or add a second reviewer")
+    elif val["validated"]:
+        msg = "every judge the claim rests on is validated: " + ", ".join(
+            f"{j} kappa {val[j]['kappa']:.3f} (lower limit {val[j]['ci_low']:.3f})"
+            for j in claim_judges)
     else:
-        msg = (f"enough labels ({n_labels}) but kappa "
-               f"{'undefined' if kappa is None else f'{kappa:.3f}'} < {min_kappa}: the judge "
-               "does not agree with humans well enough; more labels will not fix that")
+        parts = [f"{j}: {val[j]['reason']}" for j in claim_judges if not val[j]["validated"]]
+        msg = "not validated — " + "; ".join(parts)
+        short = [j for j in claim_judges if val[j]["n_labels"] < cfg.review.min_labels]
+        if short and unlabelled == 0:
+            msg += (f"; every item is labelled: export a bigger pack (`abtest review export "
+                    f"{run_id} --n …`) or add a second reviewer")
     return {"run_id": run_id, "n_items": len(items), "n_labelled_items": len(labelled_items),
-            "n_unlabelled_items": unlabelled, "n_labels": n_labels, "min_labels": min_labels,
-            "needed": needed, "min_kappa": min_kappa, "kappa": kappa, "ci_low": lo, "ci_high": hi,
-            "agreement": agree, "validated": validated, "by_judge": by_judge,
+            "n_unlabelled_items": unlabelled, "min_labels": cfg.review.min_labels,
+            "min_kappa": cfg.review.min_kappa, "validated": val["validated"],
+            "validation": val, "by_judge": by_judge,
             "reviewers": sorted({lab["reviewer"] for lab in labels if lab["reviewer"]}),
-            "message": msg, "alpha": alpha,
-            "judges": agreement(store, run_id, alpha=alpha),
-            "ppi": ppi_headlines(store, run_id, alpha=alpha)}
+            "message": msg, "alpha": cfg.alpha,
+            "judges": agreement(store, run_id, alpha=cfg.alpha),
+            "ppi": ppi_headlines(store, run_id, alpha=cfg.alpha)}
 
 
 def _fmt(x: Any, nd: int = 3) -> str:
@@ -663,13 +714,17 @@ def render_status(st: dict) -> str:
     for j, c in sorted(st["by_judge"].items()):
         lines.append(f"  {j:<13} items {c['items']:>4}  labelled {c['labelled_items']:>4}  "
                      f"labels {c['labels']:>4}")
-    lines.append(f"validation rule: ≥ {st['min_labels']} labels and kappa ≥ {st['min_kappa']}: "
-                 f"{st['n_labels']} labels, kappa {_fmt(st['kappa'])} "
-                 f"[{_fmt(st['ci_low'])}, {_fmt(st['ci_high'])}] → "
-                 f"{'VALIDATED' if st['validated'] else 'not validated'}")
+    val = st["validation"]
+    lines.append(f"validation rule: {val['rule']}")
+    for j in ("pairwise", *val["claim_judges"]):
+        b = val[j]
+        lines.append(f"  {j:<13} {b['n_labels']:>4} labels, kappa {_fmt(b['kappa'])} "
+                     f"[{_fmt(b['ci_low'])}, {_fmt(b['ci_high'])}] → "
+                     + ("VALIDATED" if b["validated"] else f"not validated ({b.get('reason')})")
+                     + ("" if j in val["claim_judges"] else "  (not part of the claim)"))
     lines.append(f"  {st['message']}")
-    conf = int(round(100 * (1 - st["alpha"])))
-    for j in ("pairwise", "faithfulness"):
+    conf = f"{100 * (1 - st['alpha']):.10g}"
+    for j in ("pairwise", "faithfulness", "coverage", "abstention"):
         a = st["judges"].get(j)
         if not a:
             continue
@@ -835,9 +890,13 @@ def ppi_stratified_ci(judge_all: Sequence[float], strata_all: Sequence[Any],
 
 
 def _ppi_block(estimand: str, judge: PPIResult, ppi: PPIResult, big_n: int, n_lab: int,
-               note: str | None, shift: float = 0.0) -> dict:
+               note: str | None, limits: tuple[float, float], shift: float = 0.0) -> dict:
+    """Shifted onto the estimand's scale and clipped to the range it can take: a normal
+    interval (or a rectified estimate) may otherwise leave it."""
+    lo, hi = limits
+
     def d(r: PPIResult) -> dict:
-        sh = (lambda v: None if v is None else v - shift)
+        sh = (lambda v: None if v is None else min(hi, max(lo, v - shift)))
         return {"estimate": sh(r.estimate), "ci_low": sh(r.ci_low), "ci_high": sh(r.ci_high)}
 
     return {"estimand": estimand, "N": big_n, "n_labelled": n_lab, "judge_only": d(judge),
@@ -849,7 +908,7 @@ def ppi_headlines(store, run_id: str, alpha: float | None = None) -> dict:
 
     pairwise: win rate of B (B wins 1, tie ½, A wins 0) − 0.5 over the report's finished
       cases; the human label of an item is its score (mean over reviewers); strata =
-      flagged (orders disagree or tie) / consistent.
+      flagged (the orders disagree) and the agreed outcomes A, B and tie.
     faithfulness: mean over cases of (supported share of B's claims − A's); claim-level
       human labels correct the judge's claim verdicts, each weighted ±1/(N·m) for its
       answer's m claims; strata = judged supported / unsupported.
@@ -870,7 +929,7 @@ def ppi_headlines(store, run_id: str, alpha: float | None = None) -> dict:
     if verdicts:
         ids = sorted(verdicts)
         f = np.array([_SCORE[_outcome(*verdicts[c])] for c in ids])
-        strata = ["flagged" if _flagged(*verdicts[c]) else "consistent" for c in ids]
+        strata = [_pairwise_stratum(*verdicts[c]) for c in ids]
         pos = {c: i for i, c in enumerate(ids)}
         y_by: dict[int, float] = {}
         for item_id, labs in human.items():
@@ -892,7 +951,7 @@ def ppi_headlines(store, run_id: str, alpha: float | None = None) -> dict:
         else:
             ppi, note = PPIResult(None, None, None), "no human labels"
         out["pairwise"] = _ppi_block("B win rate (ties ½) − 0.5", judge, ppi, big, len(y_by),
-                                     note, shift=0.5)
+                                     note, (-0.5, 0.5), shift=0.5)
 
     # faithfulness
     score: dict[tuple[str, str], float] = {}
@@ -934,7 +993,7 @@ def ppi_headlines(store, run_id: str, alpha: float | None = None) -> dict:
         else:
             ppi, note = PPIResult(None, None, None), "no human labels"
         out["faithfulness"] = _ppi_block("mean per-case supported-claim share, B − A", judge,
-                                         ppi, big, n_lab, note)
+                                         ppi, big, n_lab, note, (-1.0, 1.0))
     return out
 
 
@@ -1099,7 +1158,8 @@ _HTML = r"""<!doctype html>
     sec.textContent = "";
     var head = el("div", "card");
     head.appendChild(el("div", "meta", "Item " + (cur + 1) + " of " + items.length + " · " + it.item_id +
-                        " · " + (it.kind === "pairwise" ? "which answer is better" : "is the claim supported") +
+                        " · " + ({pairwise: "which answer is better", claim: "is the claim supported",
+                                  coverage: "is the key point covered", abstention: "did the answer abstain"}[it.kind] || it.kind) +
                         " · case " + it.case_id));
     head.appendChild(el("h2", "text", it.question));
     head.appendChild(el("div", "meta", it.task));
@@ -1110,16 +1170,24 @@ _HTML = r"""<!doctype html>
         var c = el("div", "card"); c.appendChild(el("h3", null, p[0])); c.appendChild(el("div", "text", p[1])); row.appendChild(c);
       });
       sec.appendChild(row);
-    } else {
+    } else if (it.kind === "claim") {
       var cl = el("div", "card claim"); cl.appendChild(el("div", "meta", "Claim")); cl.appendChild(el("div", "text", it.claim)); sec.appendChild(cl);
       var det = el("details", "card"); det.appendChild(el("summary", null, "The answer this claim was taken from"));
       det.appendChild(el("div", "text", it.answer)); sec.appendChild(det);
+    } else {
+      if (it.kind === "coverage") {
+        var kp = el("div", "card claim"); kp.appendChild(el("div", "meta", "Key point")); kp.appendChild(el("div", "text", it.key_point)); sec.appendChild(kp);
+      }
+      var an = el("div", "card"); an.appendChild(el("h3", null, "Answer")); an.appendChild(el("div", "text", it.answer)); sec.appendChild(an);
     }
     var lab = el("div", "card");
     var btns = el("div", "labels");
     var names = {"1": "Answer 1 is better", "2": "Answer 2 is better", "tie": "Tie / no preference",
-                 "supported": "Supported", "unsupported": "Unsupported"};
-    var keys = {"1": "1", "2": "2", "tie": "t", "supported": "s", "unsupported": "u"};
+                 "supported": "Supported", "unsupported": "Unsupported",
+                 "covered": "Covered", "not_covered": "Not covered",
+                 "abstained": "Abstained", "answered": "Answered"};
+    var keys = {"1": "1", "2": "2", "tie": "t", "supported": "s", "unsupported": "u",
+                "covered": "c", "not_covered": "x", "abstained": "a", "answered": "w"};
     allowed(it).forEach(function (v) {
       var b = el("button", s.label === v ? "chosen" : "", (names[v] || v) + " ");
       b.appendChild(el("kbd", null, keys[v] || ""));
@@ -1187,7 +1255,8 @@ _HTML = r"""<!doctype html>
   document.addEventListener("keydown", function (e) {
     var t = e.target.tagName;
     if (t === "INPUT" || t === "TEXTAREA" || e.ctrlKey || e.metaKey || e.altKey) { return; }
-    var it = items[cur], map = {"1": "1", "2": "2", "t": "tie", "s": "supported", "u": "unsupported"};
+    var it = items[cur], map = {"1": "1", "2": "2", "t": "tie", "s": "supported", "u": "unsupported",
+                                 "c": "covered", "x": "not_covered", "a": "abstained", "w": "answered"};
     var v = map[e.key.toLowerCase()];
     if (v && allowed(it).indexOf(v) >= 0) { setLabel(v); e.preventDefault(); }
     else if (e.key === "ArrowRight" || e.key === "j") { go(cur + 1); }

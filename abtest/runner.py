@@ -310,7 +310,6 @@ def _judge_case(gw, lc: LoadedConfig, store, run_id: str, case: Case, answers: d
                 out: CaseOutcome, fan) -> None:
     """All judges of one case, run side by side (the gateway bounds what is in flight)."""
     from . import judges as J
-    from .checks import looks_like_refusal
 
     cfg = lc.config
     spec = cfg.judge
@@ -331,12 +330,9 @@ def _judge_case(gw, lc: LoadedConfig, store, run_id: str, case: Case, answers: d
 
     for v in ("A", "B"):
         ans = answers[v]
-        if "faithfulness" in js:
-            tasks.append(lambda v=v, ans=ans: [J.faithfulness(gw, spec, case, ans, v,
-                                                              refusal=looks_like_refusal(ans),
-                                                              max_claims=cfg.max_claims)])
-        if "abstention" in js:
-            tasks.append(lambda v=v, ans=ans: [(J.abstention(gw, spec, case, ans, v), None)])
+        if "faithfulness" in js or "abstention" in js:
+            tasks.append(lambda v=v, ans=ans: J.claims_and_abstention(
+                gw, spec, case, ans, v, js, max_claims=cfg.max_claims))
         if "coverage" in js and case.answerable:
             tasks.append(lambda v=v: coverage_rows(v))
         if "quality" in js:

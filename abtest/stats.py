@@ -57,6 +57,18 @@ def _f(x) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def _scalar(x) -> float:
+    """statsmodels' solve_power returns a 0-d or a 1-element array depending on the root
+    finder it fell back to; either is one number."""
+    return float(np.asarray(x, dtype=float).ravel()[0])
+
+
+def _clip(x: float | None, limits: tuple[float, float] | None) -> float | None:
+    if x is None or limits is None:
+        return x
+    return min(max(x, limits[0]), limits[1])
+
+
 def _count(name: str, v) -> int:
     if int(v) != v or v < 0:
         raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
@@ -148,7 +160,9 @@ def win_rate(wins: int, losses: int, ties: int, conf_level: float = 0.95) -> Win
                              note="all per-question scores equal: zero-width interval")
     scores = np.concatenate([np.ones(w), np.full(t, 0.5), np.zeros(l)])
     ci = st.ttest_1samp(scores, 0.5).confidence_interval(confidence_level=conf_level)
-    return WinRateResult(w, l, t, n, est, float(ci.low), float(ci.high), conf_level)
+    # a rate: the t interval is clipped to [0, 1]
+    return WinRateResult(w, l, t, n, est, max(0.0, float(ci.low)), min(1.0, float(ci.high)),
+                         conf_level)
 
 
 def _check_verdict(v) -> None:
@@ -251,13 +265,19 @@ class PairedTResult:
     note: str | None = None
 
 
-def paired_t(a: Sequence[float], b: Sequence[float], conf_level: float = 0.95) -> PairedTResult:
+def paired_t(a: Sequence[float], b: Sequence[float], conf_level: float = 0.95,
+             limits: tuple[float, float] | None = None) -> PairedTResult:
     """Paired t on d = b - a (never Welch/independent: pairing removes question difficulty).
+
+    ``limits`` is the range d can take (e.g. (-1, 1) for two 0-1 scores): the CI is
+    clipped to it, since a t interval knows nothing of a bounded scale.
 
     Degenerate cases, instead of scipy's NaN: n = 0 -> everything None; n = 1 -> only
     the estimate; all d zero (|d| <= 1e-12) -> t = 0, p = 1, CI [0, 0], d_z = 0; all d
-    equal to some c != 0 (up to float noise) -> CI [c, c], p/t/d_z None (a zero-variance
-    "p = 0" would license a claim nothing supports; the note says so).
+    equal to some c != 0 (up to float noise) -> the t statistic is undefined, but n
+    differences of one sign are the strongest evidence there is: p is the exact
+    two-sided sign test, 2 * 0.5**n (what any distribution-free test gives here), the
+    CI is [c, c] and the note says so.
     """
     alpha_ = _alpha(conf_level)
     d = _diffs(a, b)
@@ -274,12 +294,16 @@ def paired_t(a: Sequence[float], b: Sequence[float], conf_level: float = 0.95) -
         if np.all(np.abs(d) <= 1e-12):
             return PairedTResult(n, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, n - 1, 0.0, 0.0, conf_level,
                                  note="all differences zero: no difference observable")
-        return PairedTResult(n, mean, mean, mean, mean, None, None, n - 1, None, 0.0, conf_level,
-                             note="all differences equal and non-zero: zero variance, t-test undefined")
+        p = float(st.binomtest(n, n, 0.5).pvalue)
+        c = _clip(mean, limits)
+        return PairedTResult(n, mean, mean, c, c, p, None, n - 1, None, 0.0, conf_level,
+                             note="all differences equal and non-zero: zero variance, so the t "
+                                  "statistic is undefined; p is the exact sign test on the "
+                                  f"{n} same-signed differences")
     r = st.ttest_rel(np.asarray(b, float), np.asarray(a, float))
     ci = r.confidence_interval(confidence_level=1.0 - alpha_)
-    return PairedTResult(n, mean, mean, float(ci.low), float(ci.high), float(r.pvalue),
-                         float(r.statistic), int(r.df), mean / sd, sd, conf_level)
+    return PairedTResult(n, mean, mean, _clip(float(ci.low), limits), _clip(float(ci.high), limits),
+                         float(r.pvalue), float(r.statistic), int(r.df), mean / sd, sd, conf_level)
 
 
 @dataclass(frozen=True)
@@ -297,15 +321,25 @@ class WilcoxonResult:
 
 
 def wilcoxon(a: Sequence[float], b: Sequence[float], zero_method: str = "wilcox",
-             correction: bool = True, method: str = "asymptotic",
+             correction: bool = True, method: str = "auto",
              alternative: str = "two-sided") -> WilcoxonResult:
-    """Signed-rank test on d = b - a. Defaults reproduce R ``wilcox.test(b, a, paired=TRUE)``
-    (zeros dropped, continuity correction, normal approximation), unlike scipy's defaults.
+    """Signed-rank test on d = b - a, R-compatible by default: ``wilcox.test(b, a,
+    paired=TRUE)`` drops zeros and uses the exact distribution when fewer than 50
+    differences remain and none are tied or zero, else the normal approximation with a
+    continuity correction (scipy's defaults differ on both). ``method`` "exact" or
+    "asymptotic" forces one; the result records the one used. Differences are rounded
+    to 12 decimals before ranking, so 0.3 - 0.2 and 0.2 - 0.1 tie as they should.
     All-zero differences give p = 1 on every scipy version."""
-    d = _diffs(a, b)
+    if method not in ("auto", "exact", "asymptotic"):
+        raise ValueError(f"method must be 'auto', 'exact' or 'asymptotic', got {method!r}")
+    d = np.round(_diffs(a, b), 12)
     n_zero = int(np.sum(d == 0))
     nonzero = d.size - n_zero
     n_used = d.size if zero_method == "zsplit" else nonzero
+    if method == "auto":
+        nz = np.abs(d[d != 0])
+        tied = np.unique(nz).size < nz.size
+        method = "exact" if nonzero < 50 and n_zero == 0 and not tied else "asymptotic"
     if nonzero == 0:
         return WilcoxonResult(0.0, 0.0, 1.0, n_used, n_zero, zero_method, correction, method,
                               alternative, note="all differences zero: no difference observable")
@@ -336,16 +370,24 @@ def noninferiority_paired_t(a: Sequence[float], b: Sequence[float], margin: floa
                             alpha: float = 0.05) -> NonInferiorityResult:
     """'B is no worse than A by more than margin' (STATS.md §3). The decision is
     ``ci_low > -margin`` on the (1 - 2 alpha) CI, equivalent to one-sided p < alpha.
-    Zero variance or n < 2 never licenses the claim (noninferior False, p None)."""
+    Fewer than 2 pairs never shows non-inferiority. Zero variance (every d equal to c)
+    leaves the t statistic undefined; then the one-sided sign test on d + margin decides:
+    p = 0.5**n when c > -margin (n same-signed shifted differences), else 1."""
     if margin < 0:
         raise ValueError("margin must be >= 0 (it is the tolerated loss, on the metric's scale)")
     d = _diffs(a, b)
     n = d.size
-    if n < 2 or _flat(d):
+    if n < 2:
         mean = float(d.mean()) if n else None
-        return NonInferiorityResult(n, margin, alpha, mean, mean if n > 1 else None,
-                                    mean if n > 1 else None, None, None, n - 1 if n > 1 else None,
-                                    False, note="fewer than 2 pairs or zero variance: test undefined")
+        return NonInferiorityResult(n, margin, alpha, mean, None, None, None, None, None,
+                                    False, note="fewer than 2 pairs: test undefined")
+    if _flat(d):
+        mean = float(d.mean())
+        p = 0.5 ** n if mean > -margin else 1.0
+        return NonInferiorityResult(n, margin, alpha, mean, mean, mean, p, None, n - 1,
+                                    bool(p < alpha),
+                                    note="all differences equal: zero variance, the t statistic is "
+                                         "undefined; p is the one-sided sign test on d + margin")
     one = st.ttest_1samp(d, popmean=-margin, alternative="greater")
     ci = st.ttest_rel(np.asarray(b, float), np.asarray(a, float)).confidence_interval(
         confidence_level=1.0 - 2.0 * alpha)
@@ -708,8 +750,8 @@ def required_n(delta: float | None = None, sd_d: float | None = None, *, d_z: fl
         d_z = delta / sd_d
     if d_z == 0:
         raise ValueError("a zero effect needs infinitely many pairs")
-    n_exact = float(TTestPower().solve_power(effect_size=abs(d_z), nobs=None, alpha=alpha,
-                                             power=power, alternative=alternative))
+    n_exact = _scalar(TTestPower().solve_power(effect_size=abs(d_z), nobs=None, alpha=alpha,
+                                               power=power, alternative=alternative))
     return RequiredN(max(2, math.ceil(n_exact)), n_exact, float(d_z), alpha, power)
 
 
@@ -719,8 +761,9 @@ def mde_paired_t(n: int, sd_d: float | None = None, alpha: float = 0.05, power: 
     companion of a non-significant p."""
     if n < 2:
         raise ValueError("need at least 2 pairs")
-    dz = float(TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power,
-                                        alternative=alternative))
+    # two-sided power is symmetric in d_z and the root finder may land on either root
+    dz = abs(_scalar(TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power,
+                                              alternative=alternative)))
     return MDEResult(n, dz, dz * sd_d if sd_d is not None else None, sd_d, alpha, power)
 
 

@@ -129,9 +129,13 @@ class Brain:
         return {"winner": "1" if "[" in r1 else "2", "margin": 0.8, "rationale": "cites"}
 
     def j_claims(self, prompt):
+        """Each sentence is a claim, except what the prompt says to skip: statements that the
+        answer does not know or the documents do not say."""
         ans = _tag(prompt, "answer")
         ans = re.sub(r"\s*\[[^\]]+\]", "", ans).strip()
-        return {"claims": [ans] if ans else []}
+        sents = [x.strip() for x in re.split(r"(?<=[.!?])\s+", ans) if x.strip()]
+        return {"claims": [x for x in sents if not re.search(r"\bknow\b|not in the|does not say",
+                                                             x, re.I)]}
 
     def j_claimverdicts(self, prompt):
         ctx = _tag(prompt, "context")

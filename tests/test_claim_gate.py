@@ -19,7 +19,13 @@ from abtest.models import Config, Gates
 from abtest.report.build import licensed_claim
 from fakes import Brain, install
 
-CFG = Config()  # alpha 0.05, non-inferiority margin 0.02, review 30 labels / kappa 0.6
+CFG = Config()  # alpha 0.05; margins coverage 0.05, answerable refusals 0.05, unanswerable 0.10
+
+
+def _val(kappa=0.85, lo=0.72, n=40, ok=True):
+    return {"n_labels": n, "kappa": kappa, "ci_low": lo, "ci_high": min(1.0, 2 * kappa - lo),
+            "validated": ok, "reason": None if ok else f"kappa {kappa}, lower 95% limit {lo} < 0.6"}
+
 
 _BASE = {
     "kind": "frozen",
@@ -28,25 +34,37 @@ _BASE = {
     "unfinished_cases": [],
     "comparison_kind": "prompt",
     "pipeline_reasons": [],
+    "judges": ["pairwise", "faithfulness", "coverage", "abstention"],
     "models": {"generator": {"requested": "openai/gpt-4o-mini",
                              "resolved": ["gpt-4o-mini-2024-07-18"]},
                "judge": {"requested": "openai/gpt-4o", "resolved": ["gpt-4o-2024-08-06"]}},
     "self_judge": False,
-    "judge_validation": {"validated": True, "n_labels": 40, "min_labels": 30, "kappa": 0.72,
-                         "min_kappa": 0.6},
+    "judge_validation": {"pairwise": _val(0.5, 0.3, ok=False), "faithfulness": _val(0.72, 0.61),
+                         "coverage": _val(0.9, 0.8), "abstention": _val(1.0, 1.0),
+                         "claim_judges": ["faithfulness", "coverage", "abstention"],
+                         "validated": True},
     "golden": {"is_draft": False, "n_draft": 0, "n_cases": 40, "draft_ids": [], "note": None},
     "metrics": {
         "faithfulness": {"n": 40, "a": 0.87, "b": 0.95, "difference": 0.08, "ci_low": 0.03,
-                         "ci_high": 0.13, "p_value": 0.001, "p_holm": 0.004},
+                         "ci_high": 0.13, "conf_level": 0.95, "p_value": 0.001, "p_holm": 0.004,
+                         "n_dropped": 0,
+                         "dropped": {"a_only": [], "b_only": [], "both": [],
+                                     "reasons": {"A": {}, "B": {}}},
+                         "drop_bound": {"imputed_a": 0, "imputed_b": 0, "holds": True,
+                                        "difference": 0.08, "p_value": 0.001}},
         "coverage": {"n": 34, "a": 0.80, "b": 0.795, "difference": -0.005, "ci_low": -0.012,
-                     "ci_high": 0.002, "noninferiority": {"margin": 0.02, "ci_low_90": -0.011,
-                                                          "holds": True}},
+                     "ci_high": 0.002, "noninferiority": {"margin": 0.05, "ci_low": -0.011,
+                                                          "conf_level": 0.9, "holds": True}},
         "abstention": {
-            "answerable": {"n": 34, "a": 0.0, "b": 0.0, "difference": 0.0,
-                           "noninferiority": {"holds": True, "upper_90": 0.015, "margin": 0.02}},
-            "unanswerable": {"n": 6, "a": 0.5, "b": 1.0},
+            "answerable": {"n": 60, "a": 0.0, "b": 0.0, "difference": 0.0, "better": "lower",
+                           "noninferiority": {"holds": True, "upper": 0.015, "margin": 0.05,
+                                              "min_n": 52}},
+            "unanswerable": {"n": 30, "a": 0.5, "b": 1.0, "difference": 0.5, "better": "higher",
+                             "noninferiority": {"holds": True, "lower": 0.3, "margin": 0.1,
+                                                "min_n": 25}},
         },
-        "checks": {"citation_accuracy": {"n": 30, "pass_rate_a": 0.8, "pass_rate_b": 0.95}},
+        "checks": {"citation_accuracy": {"n": 30, "n_b_applicable": 30, "pass_rate_a": 0.8,
+                                         "pass_rate_b": 0.95}},
     },
     "incidents": [],
 }
@@ -88,8 +106,23 @@ def test_licensed_when_everything_holds():
     s = c["sentence"]
     assert s.startswith("Given these contexts, variant B was more faithful and no less complete "
                         "than A, paired over 40 questions")
-    assert "faithfulness +0.080" in s and "0.030 to 0.130" in s and "Holm p = 0.004" in s
-    assert "human sample of 40" in s and "kappa 0.720" in s
+    assert "faithfulness +0.080" in s and "95% CI 0.030 to 0.130" in s and "Holm p = 0.004" in s
+    assert "coverage B − A -0.005, margin 0.05" in s
+    assert "refusals on answerable questions B − A +0.000, margin 0.05" in s
+    assert "correct abstention on unanswerable questions B − A +0.500, margin 0.1" in s
+    assert "faithfulness 0.720 (lower limit 0.610, 40 labels)" in s
+    assert "pairwise" not in s  # the claim does not rest on the pairwise judge
+
+
+def test_sentence_counts_the_pairs_the_test_used_and_names_the_drops():
+    rep = make_report(n_finished=44)
+    f = rep["metrics"]["faithfulness"]
+    f.update(n=40, n_dropped=4, dropped={"a_only": ["q1"], "b_only": ["q2", "q3"], "both": ["q4"],
+                                         "reasons": {"A": {"abstained": 2},
+                                                     "B": {"abstained": 3}}})
+    f["drop_bound"].update(imputed_a=1, imputed_b=2, holds=True)
+    s = claim(rep)["sentence"]
+    assert "paired over 40 questions; 4 dropped" in s and "A 1, B 2, both 1" in s
 
 
 def test_holm_p_equal_to_alpha_is_significant():
@@ -106,18 +139,27 @@ def test_not_significant_when_holm_p_above_alpha():
     assert "Holm p = 0.200" in r and "95% CI 0.030 to 0.130" in r
 
 
-def test_not_significant_when_difference_negative_even_with_small_p():
+def test_significant_in_a_favour_is_said_so():
     rep = make_report()
-    rep["metrics"]["faithfulness"].update(difference=-0.04, ci_low=-0.07, ci_high=-0.01,
-                                          p_holm=0.001)
+    rep["metrics"]["faithfulness"].update(difference=-0.184, ci_low=-0.29, ci_high=-0.08,
+                                          p_holm=0.003)
     r = withheld(rep)
-    assert r.startswith("not significant: faithfulness B − A = -0.040")
+    assert r.startswith("significant, in A's favour: faithfulness B − A = -0.184")
+    assert "not significant" not in r
 
 
-def test_not_significant_when_holm_p_missing():
+def test_no_test_possible_when_holm_p_missing():
     rep = make_report()
     rep["metrics"]["faithfulness"]["p_holm"] = None
-    assert "Holm p = n/a" in withheld(rep)
+    r = withheld(rep)
+    assert r.startswith("no test possible") and "Holm p = n/a" in r
+
+
+def test_ci_level_follows_alpha():
+    rep = make_report()
+    rep["metrics"]["faithfulness"].update(p_holm=0.2, conf_level=0.99)
+    c = licensed_claim(rep, Config(alpha=0.01))
+    assert any("99% CI" in r for r in c["reasons"]) and not any("95%" in r for r in c["reasons"])
 
 
 def test_withheld_when_faithfulness_not_measured():
@@ -126,19 +168,31 @@ def test_withheld_when_faithfulness_not_measured():
     assert withheld(rep).startswith("faithfulness was not measured")
 
 
+def test_one_sided_drops_must_survive_the_worst_case_bound():
+    rep = make_report()
+    f = rep["metrics"]["faithfulness"]
+    f["dropped"].update(b_only=["q1", "q2", "q3"], reasons={"A": {}, "B": {"abstained": 3}})
+    f["n_dropped"] = 3
+    f["drop_bound"].update(imputed_b=3, holds=False, difference=-0.01, p_value=0.8)
+    r = withheld(rep)
+    assert r.startswith("the faithfulness gain does not survive the pairs only one variant left "
+                        "unscored (3 without a B score: abstained 3, 0 without an A score)")
+    assert "B − A = -0.010 (p = 0.800)" in r
+
+
 def test_coverage_fell():
     rep = make_report()
-    rep["metrics"]["coverage"].update(difference=-0.06, noninferiority={"margin": 0.02,
-                                                                       "holds": False})
+    rep["metrics"]["coverage"].update(difference=-0.06, noninferiority={
+        "margin": 0.05, "holds": False, "ci_low": -0.09, "conf_level": 0.9})
     r = withheld(rep)
-    assert r.startswith("coverage fell or is not shown non-inferior: B − A = -0.060")
-    assert "margin 0.02" in r
+    assert r.startswith("coverage not shown non-inferior: B − A = -0.060")
+    assert "lower 90% limit -0.090 ≤ −0.05 (the margin)" in r
 
 
 def test_coverage_without_noninferiority_result_is_not_shown_noninferior():
     rep = make_report()
     del rep["metrics"]["coverage"]["noninferiority"]  # e.g. fewer than 2 pairs
-    assert withheld(rep).startswith("coverage fell or is not shown non-inferior")
+    assert withheld(rep).startswith("coverage not shown non-inferior")
 
 
 def test_coverage_not_measured():
@@ -150,29 +204,90 @@ def test_coverage_not_measured():
 def test_answerable_refusals_rose():
     rep = make_report()
     rep["metrics"]["abstention"]["answerable"].update(
-        difference=0.1, noninferiority={"holds": False, "upper_90": 0.18, "margin": 0.02})
+        difference=0.1, noninferiority={"holds": False, "upper": 0.18, "margin": 0.05, "min_n": 52})
     r = withheld(rep)
-    assert r.startswith("answerable refusals rose: B − A = 0.100")
-    assert "90% upper limit 0.180 ≥ margin 0.02" in r
+    assert r.startswith("refusals on answerable cases rose: B − A = +0.100")
+    assert "upper 90% limit 0.180 ≥ 0.05 (the margin)" in r
 
 
-def test_answerable_refusals_not_shown_not_to_rise():
+def test_answerable_refusals_not_shown_not_to_rise_names_the_smallest_n():
     rep = make_report()
-    rep["metrics"]["abstention"]["answerable"]["noninferiority"].update(holds=False, upper_90=0.09)
-    assert withheld(rep).startswith("answerable refusals not shown not to rise")
-
-
-def test_judge_not_validated():
-    rep = make_report()
-    rep["judge_validation"].update(validated=False, n_labels=12, kappa=0.4)
+    ab = rep["metrics"]["abstention"]["answerable"]
+    ab["n"] = 40
+    ab["noninferiority"].update(holds=False, upper=0.06)
     r = withheld(rep)
-    assert r == "judge not validated: 12 human label(s) (need 30), kappa 0.400 (need ≥ 0.6)"
+    assert r.startswith("refusals on answerable cases not shown not to rise")
+    assert "with 40 such cases it cannot hold at this margin: it needs at least 52" in r
 
 
-def test_judge_not_validated_without_labels():
+def test_refusals_not_measured_withholds():
     rep = make_report()
-    rep["judge_validation"].update(validated=False, n_labels=0, kappa=None)
-    assert "0 human label(s)" in withheld(rep) and "kappa n/a" in withheld(rep)
+    del rep["metrics"]["abstention"]
+    assert withheld(rep).startswith("refusals were not measured (the abstention judge is off)")
+
+
+def test_unanswerable_abstention_fell():
+    rep = make_report()
+    rep["metrics"]["abstention"]["unanswerable"].update(
+        difference=-0.2, noninferiority={"holds": False, "lower": -0.35, "margin": 0.1, "min_n": 25})
+    r = withheld(rep)
+    assert r.startswith("correct abstention on unanswerable cases fell: B − A = -0.200")
+    assert "lower 90% limit -0.350 ≤ −0.1" in r
+
+
+def test_no_unanswerable_cases_withholds():
+    rep = make_report()
+    rep["metrics"]["abstention"]["unanswerable"] = {"n": 0, "a": None, "b": None}
+    r = withheld(rep)
+    assert r.startswith("no unanswerable cases") and "add-unanswerable" in r
+
+
+@pytest.mark.parametrize("judge", ["faithfulness", "coverage", "abstention"])
+def test_each_claim_judge_must_be_validated(judge):
+    rep = make_report()
+    rep["judge_validation"][judge] = _val(0.3, 0.1, ok=False)
+    rep["judge_validation"]["validated"] = False
+    r = withheld(rep)
+    assert r == f"{judge} judge not validated: kappa 0.3, lower 95% limit 0.1 < 0.6"
+
+
+def test_pairwise_judge_validation_is_not_part_of_the_claim():
+    rep = make_report()
+    assert rep["judge_validation"]["pairwise"]["validated"] is False
+    assert claim(rep)["licensed"] is True
+
+
+def test_judge_validation_decides_on_the_lower_limit_per_judge():
+    from abtest.report.claim import judge_validation
+
+    # faithfulness: 30 labels, 27 agree → kappa 0.8 but a wide CI; coverage: perfect
+    faith = [("supported", "supported")] * 14 + [("unsupported", "unsupported")] * 13 + \
+        [("supported", "unsupported")] * 3
+    cov = [("covered", "covered")] * 15 + [("not_covered", "not_covered")] * 15
+    val = judge_validation({"faithfulness": faith, "coverage": cov}, CFG)
+    k = st_kappa(faith)
+    assert val["faithfulness"]["kappa"] == pytest.approx(k[0])
+    assert val["faithfulness"]["ci_low"] == pytest.approx(k[1])
+    assert k[0] >= 0.6 > k[1]  # the point estimate would pass; the lower limit does not
+    assert val["faithfulness"]["validated"] is False
+    assert "lower 95% limit 0.593 < 0.6" in val["faithfulness"]["reason"]
+    assert val["coverage"]["validated"] is True and val["coverage"]["kappa"] == 1.0
+    assert val["abstention"]["validated"] is False and "0 human label(s)" in val["abstention"]["reason"]
+    assert val["validated"] is False
+
+
+def st_kappa(pairs):
+    """kappa and its 95% lower limit, computed independently with statsmodels."""
+    import numpy as np
+    from scipy.stats import norm
+    from statsmodels.stats.inter_rater import cohens_kappa
+
+    labels = sorted({x for p in pairs for x in p})
+    t = np.zeros((len(labels), len(labels)))
+    for j, h in pairs:
+        t[labels.index(j), labels.index(h)] += 1
+    r = cohens_kappa(t)
+    return r.kappa, r.kappa - norm.ppf(0.975) * r.var_kappa ** 0.5
 
 
 def test_self_judging():
@@ -196,7 +311,7 @@ def test_model_comparison():
 
 def test_incomplete_run():
     r = withheld(make_report(status="incomplete", unfinished_cases=["q3", "q7"]))
-    assert r == "incomplete run: 2 case(s) unfinished"
+    assert r.startswith("incomplete run: 2 case(s) unfinished; nothing is estimated")
 
 
 @pytest.mark.parametrize("role", ["generator", "judge"])
@@ -221,11 +336,11 @@ def test_golden_none_is_not_a_draft():
 
 def test_several_problems_list_every_reason():
     rep = make_report(self_judge=True, comparison_kind="model")
-    rep["judge_validation"]["validated"] = False
+    rep["judge_validation"]["coverage"] = _val(0.3, 0.1, ok=False)
     reasons = claim(rep)["reasons"]
     assert len(reasons) == 3
     assert [r.split(":")[0] for r in reasons] == ["model comparison", "self-judging",
-                                                  "judge not validated"]
+                                                  "coverage judge not validated"]
 
 
 @pytest.mark.parametrize("rep", [make_report(), make_report(self_judge=True),

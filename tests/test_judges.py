@@ -63,7 +63,7 @@ def test_still_invalid_after_repair_is_an_error_not_a_score(tmp_path, brain):
 
     brain.override = lambda m, r: "not json at all" if r.get("response_format") else None
     store, gw = gateway(tmp_path)
-    row, claims = J.faithfulness(gw, judge_spec(), case(), "Normandy is in France.", "A", refusal=False)
+    row, claims = J.faithfulness(gw, judge_spec(), case(), "Normandy is in France.", "A")
     assert row["error"].startswith("judge output invalid after one repair")
     assert row["score"] is None and row["verdict"] is None and claims == []
 
@@ -91,20 +91,38 @@ def test_refusal_has_no_faithfulness_score(tmp_path, brain):
 
     store, gw = gateway(tmp_path)
     row, claims = J.faithfulness(gw, judge_spec(), case(), "I don't know based on the provided "
-                                 "documents.", "B", refusal=True)
+                                 "documents.", "B")
     assert row["verdict"] == "no_claims" and row["score"] is None and claims == []
-    assert brain.calls == []  # no judge call for a refusal
+    # the extractor decided there is no claim: a phrase list never skips the judge
+    assert [c["req"]["response_format"]["json_schema"]["name"] for c in brain.calls] == ["claims"]
+
+
+def test_hedged_hallucination_is_extracted_and_scored(tmp_path, brain):
+    """"I do not know for certain." in front of a false statement is not a refusal."""
+    from abtest import judges as J
+
+    store, gw = gateway(tmp_path)
+    row, claims = J.faithfulness(gw, judge_spec(), case(), "I do not know for certain. Normandy "
+                                 "is in Spain.", "B")
+    assert row["verdict"] == "scored" and row["score"] == 0.0
+    assert claims == [{"claim": "Normandy is in Spain.", "verdict": "not_in_context",
+                       "chunk_id": None}]
+    rows = J.claims_and_abstention(gw, judge_spec(), case(), "I do not know for certain. Normandy "
+                                   "is in Spain.", "B", ["faithfulness", "abstention"])
+    ab = rows[1][0]
+    # the judge took the hedge for an abstention; the answer's claim overrules it
+    assert json.loads(ab["result_json"])["judge_said"] == "abstained"
+    assert ab["verdict"] == "answered" and ab["score"] == 0.0
 
 
 def test_claims_stored_with_supporting_chunk(tmp_path, brain):
     from abtest import judges as J
 
     store, gw = gateway(tmp_path)
-    row, claims = J.faithfulness(gw, judge_spec(), case(), "Normandy is a region in France.", "A",
-                                 refusal=False)
+    row, claims = J.faithfulness(gw, judge_spec(), case(), "Normandy is a region in France.", "A")
     assert row["score"] == 1.0 and claims == [{"claim": "Normandy is a region in France.",
                                                "verdict": "supported", "chunk_id": "c1"}]
-    row, claims = J.faithfulness(gw, judge_spec(), case(), "Normandy is in Spain.", "B", refusal=False)
+    row, claims = J.faithfulness(gw, judge_spec(), case(), "Normandy is in Spain.", "B")
     assert row["score"] == 0.0 and claims[0]["verdict"] == "not_in_context"
 
 
@@ -118,8 +136,7 @@ def test_support_must_point_at_a_real_chunk(tmp_path, brain):
 
     brain.override = override
     store, gw = gateway(tmp_path)
-    row, claims = J.faithfulness(gw, judge_spec(), case(), "Normandy is a region in France.", "A",
-                                 refusal=False)
+    row, claims = J.faithfulness(gw, judge_spec(), case(), "Normandy is a region in France.", "A")
     assert claims[0]["verdict"] == "not_in_context" and row["score"] == 0.0
 
 
@@ -143,17 +160,28 @@ def test_position_bias_counted(project, brain):
     assert pw["p_value"] == 1.0  # no decisive pair
 
 
-def test_abstention_phrase_first_llm_only_when_uncertain(tmp_path, brain):
+@pytest.mark.parametrize("said", [True, False])
+def test_abstention_verdict_is_the_judges(tmp_path, brain, said):
+    """No phrase list decides: the judge is asked every time and its verdict is the verdict,
+    whatever the answer's wording."""
     from abtest import judges as J
 
+    def override(messages, req):
+        if (req.get("response_format") or {}).get("json_schema", {}).get("name") == "abstained":
+            return {"abstained": said}
+        return None
+
+    brain.override = override
     store, gw = gateway(tmp_path)
-    assert J.abstention(gw, judge_spec(), case(), "I don't know.", "A")["verdict"] == "abstained"
-    assert J.abstention(gw, judge_spec(), case(), "Normandy is in France.", "A")["verdict"] == "answered"
-    assert brain.calls == []
-    row = J.abstention(gw, judge_spec(), case(), "The context does not mention it, I don't know it.", "A")
-    assert row["verdict"] == "abstained"
-    row = J.abstention(gw, judge_spec(), case(), "It is unclear, but probably France.", "A")
-    assert len(brain.calls) == 1 and json.loads(row["result_json"])["method"] == "llm"
+    for text in ("I don't know.", "Normandy is in France."):
+        row = J.abstention(gw, judge_spec(), case(), text, "A")
+        assert row["verdict"] == ("abstained" if said else "answered")
+        assert row["score"] == (1.0 if said else 0.0)
+        assert json.loads(row["result_json"])["method"] == "llm"
+    assert len(brain.calls) == 2
+    # an answer with claims has answered, whatever the judge says
+    row = J.abstention(gw, judge_spec(), case(), "I don't know.", "B", n_claims=2)
+    assert row["verdict"] == "answered"
 
 
 def test_judge_prompts_hashed_into_judgments(project, brain):
@@ -276,7 +304,7 @@ def test_conformance_only_for_stylistic_variants(project, brain):
     conf = [c for c in brain.calls if "<rubric>" in c["messages"][-1]["content"]]
     assert len(conf) == 4  # only B declares a rubric: one call per case
     assert "Plain sentences" in conf[0]["messages"][-1]["content"]
-    assert rep["metrics"]["conformance"]["dropped"]["missing_a_only"] == ["q1", "q2", "q3", "q4"]
+    assert rep["metrics"]["conformance"]["dropped"]["a_only"] == ["q1", "q2", "q3", "q4"]
 
 
 def test_model_version_drift_stops_the_run(project, brain):

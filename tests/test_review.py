@@ -30,7 +30,7 @@ PAIRWISE = {
     "c05": ("B", "B"), "c06": ("A", "B"), "c07": ("B", "B"), "c08": ("B", "tie"),
     "c09": ("A", "A"), "c10": ("B", "B"),
 }
-FLAGGED = {"c03", "c04", "c06", "c08"}
+FLAGGED = {"c03", "c06", "c08"}  # the two orders disagree
 # claim verdicts per (case, variant): two claims each
 CLAIMS = {
     (cid, v): [("supported", "x1") if (i + (v == "B")) % 3 else ("not_in_context", None),
@@ -138,12 +138,21 @@ def test_export_writes_pack_and_store_rows(store, tmp_path):
     res = R.export_pack(store, RUN, tmp_path / "pack", n=6, seed=1)
     assert [Path(p).name for p in res["paths"]] == ["items.jsonl", "labels.csv", "review.html"]
     items = _items(store)
-    assert res["n_items"] == len(items) == 4 + 6
-    # every flagged pairwise case is in, plus the random sample split pairwise / claims
+    # per judge: every flagged pairwise case (3), n = 6 agreed pairwise cases spread over the
+    # judge's outcomes A (c02 c09), B (c01 c05 c07 c10), tie (c04) -> 2 / 3 / 1, and n = 6
+    # claims spread over supported / unsupported -> 3 / 3
+    assert res["n_items"] == len(items) == 3 + 6 + 6
     pw_cases = {it["case_id"] for it in items.values() if it["judge"] == "pairwise"}
     assert FLAGGED <= pw_cases
-    assert res["counts"] == {"pairwise_flagged": 4, "pairwise_sampled": 3,
-                             "claims_judged_supported": 1, "claims_judged_unsupported": 2}
+    assert res["counts"] == {"pairwise_flagged": 3, "pairwise_sampled": 6, "claims": 6,
+                             "coverage_points": 0, "abstention_answers": 0}
+    from collections import Counter
+
+    agreed = Counter(it["judge_label"] for it in items.values()
+                     if it["judge"] == "pairwise" and it["case_id"] not in FLAGGED)
+    assert agreed == {"A": 2, "B": 3, "tie": 1}
+    assert Counter(it["judge_label"] for it in items.values()
+                   if it["judge"] == "faithfulness") == {"supported": 3, "unsupported": 3}
     for it in items.values():
         if it["judge"] == "pairwise":
             ab, ba = PAIRWISE[it["case_id"]]
@@ -398,28 +407,36 @@ def test_agreement_matches_hand_computed_kappa(store, tmp_path):
 
 def test_status_counts_and_report_compatibility(store, tmp_path):
     st = R.status(store, RUN)
-    assert st["n_items"] == 0 and st["needed"] == 30 and not st["validated"]
+    assert st["n_items"] == 0 and not st["validated"]
     assert "review export" in st["message"]
     _label_all_pairwise_and_10_claims(store, tmp_path)
     st = R.status(store, RUN)
     n_items = len(store.review_items(RUN))
     assert st["n_items"] == n_items == 10 + 40      # all pairwise cases + every claim
-    assert st["n_labels"] == st["n_labelled_items"] == 20
-    assert st["n_unlabelled_items"] == 30
-    assert st["needed"] == 10 and st["min_labels"] == 30 and st["min_kappa"] == 0.6
+    assert st["n_labelled_items"] == 20 and st["n_unlabelled_items"] == 30
+    assert st["min_labels"] == 30 and st["min_kappa"] == 0.6
     assert st["by_judge"] == {"pairwise": {"items": 10, "labelled_items": 10, "labels": 10},
                               "faithfulness": {"items": 40, "labelled_items": 10, "labels": 10}}
-    assert "need 10 more" in st["message"] and not st["validated"]
-    # the report's judge validation reads the same rows and gets the same kappa
+    val = st["validation"]
+    # labels are never pooled: each judge has only its own
+    assert val["pairwise"]["n_labels"] == 10 and val["faithfulness"]["n_labels"] == 10
+    assert val["faithfulness"]["kappa"] == pytest.approx(0.4)  # hand computed below
+    assert "10 human label(s) of its items (need 30)" in val["faithfulness"]["reason"]
+    assert "faithfulness: 10 human label(s)" in st["message"] and not st["validated"]
+    # the report's judge validation reads the same rows and gets the same kappas
     from abtest.report.build import _judge_validation
 
-    val = _judge_validation(store, RUN, Config())
-    assert val["n_labels"] == st["n_labels"]
-    assert val["kappa"] == pytest.approx(st["kappa"])
-    st2 = R.status(store, RUN, min_labels=20, min_kappa=0.5)
-    assert st2["needed"] == 0 and st2["validated"] == (st["kappa"] >= 0.5)
+    rep_val = _judge_validation(store, RUN, Config())
+    for j in ("pairwise", "faithfulness", "coverage", "abstention"):
+        assert rep_val[j] == val[j]
+    st2 = R.status(store, RUN, min_labels=10, min_kappa=0.3)
+    assert st2["validation"]["faithfulness"]["n_labels"] == 10
+    # kappa 0.4 > 0.3, but its lower 95% limit is not: still not validated
+    assert st2["validation"]["faithfulness"]["ci_low"] < 0.3
+    assert st2["validation"]["faithfulness"]["validated"] is False
     text = R.render_status(st)
-    assert "need 10 more" in text and "position-inconsistent items: 3" in text and "PPI" in text
+    assert "faithfulness" in text and "not validated" in text
+    assert "position-inconsistent items: 3" in text and "PPI" in text
 
 
 # ----------------------------------------------------------------------------- PPI
@@ -494,26 +511,27 @@ def test_ppi_stratified_single_stratum_and_census():
 def test_ppi_headlines_pairwise_hand_computed(store, tmp_path):
     R.export_pack(store, RUN, tmp_path / "pack", n=1000, seed=0)
     by_case = {it["case_id"]: it for it in _items(store).values() if it["judge"] == "pairwise"}
-    chosen = {"c01": "B", "c05": "A", "c09": "A", "c03": "B", "c04": "tie"}
+    chosen = {"c03": "B", "c06": "A", "c02": "A", "c09": "B", "c01": "B", "c05": "A", "c04": "tie"}
     rows = [{"item_id": by_case[c]["item_id"], "label": _blind(by_case[c], lab)}
             for c, lab in chosen.items()]
     R.import_labels(store, RUN, _write_jsonl(tmp_path / "l.jsonl", rows), reviewer="ann")
     h = R.ppi_headlines(store, RUN)["pairwise"]
     # judge scores (B=1, tie=.5, A=0) over c01..c10: 1 0 .5 .5 1 .5 1 .5 0 1 -> mean .6
-    # var(ddof=1) = 1.4/9; judge term 1.4/90
-    # flagged (N=4): r = (f - y)/10 = c03 (.5-1)/10, c04 0 -> mean -.025, x4 = -.1
-    #   var = .00125; 16 * (1 - 2/4) * .00125 / 2 = .005
-    # consistent (N=6): r = c01 0, c05 .1, c09 0 -> mean 1/30, x6 = .2
-    #   var = 1/300; 36 * (1 - 3/6) * (1/300) / 3 = .02
-    # win rate = .6 - (-.1 + .2) = .5; difference = .5 - .5 = 0
-    half = 1.959963984540054 * math.sqrt(1.4 / 90 + 0.005 + 0.02)
-    assert h["N"] == 10 and h["n_labelled"] == 5
+    # var(ddof=1) = 1.4/9; judge term 1.4/90. Strata (r = (f - y)/10):
+    # flagged c03 c06 c08 (N=3): c03 (.5-1)/10, c06 (.5-0)/10 -> mean 0; var .005;
+    #   9 * (1 - 2/3) * .005 / 2 = .0075
+    # agreed A: c02 c09 (N=2, all labelled): 0, (0-1)/10 -> mean -.05, x2 = -.1, var term 0
+    # agreed B: c01 c05 c07 c10 (N=4): 0, .1 -> mean .05, x4 = .2; 16 * (1/2) * .005 / 2 = .02
+    # agreed tie: c04 (N=1, labelled): 0
+    # win rate = .6 - (0 - .1 + .2 + 0) = .5; difference = .5 - .5 = 0
+    half = 1.959963984540054 * math.sqrt(1.4 / 90 + 0.0075 + 0.02)
+    assert h["N"] == 10 and h["n_labelled"] == 7
     assert h["judge_only"]["estimate"] == pytest.approx(0.1)
     assert h["judge_only"]["ci_high"] - h["judge_only"]["ci_low"] == pytest.approx(
         2 * 1.959963984540054 * math.sqrt(1.4 / 90))
     assert h["ppi"]["estimate"] == pytest.approx(0.0, abs=1e-12)
     assert h["ppi"]["ci_low"] == pytest.approx(-half) and h["ppi"]["ci_high"] == pytest.approx(half)
-    assert half == pytest.approx(0.394705, abs=1e-6)
+    assert half == pytest.approx(0.406689, abs=1e-6)
 
 
 def test_ppi_headlines_faithfulness(store, tmp_path):
@@ -585,14 +603,24 @@ def _fill_labels_csv(src: Path, dst: Path, truth: dict[str, str], only=None) -> 
 
 def test_cli_review_round_trip_validates_the_judge(project):
     """run → review export → labels.csv filled with the judge's own verdicts (blind space)
-    → review import → status → report: the validation reason goes once enough labels agree.
+    → review import → status → report: each judge's validation reason goes once enough of
+    its own labels agree.
 
     The report (and `review status`) read review.min_labels from the run's stored config,
     so the threshold is set in abtest.yaml before `abtest run`."""
     from fakes import Brain, install
 
-    install(Brain())
-    n_min = 8
+    brain = install(Brain())
+    plain_cov = brain.j_coverage
+
+    def coverage(prompt):  # A's answer to q2 (no citation) misses its key point
+        out = plain_cov(prompt)
+        if "Rollo" in prompt and "[c2]" not in prompt:
+            out = {"points": {k: False for k in out["points"]}}
+        return out
+
+    brain.j_coverage = coverage
+    n_min = 5
     cfg = project / "abtest.yaml"
     cfg.write_text(cfg.read_text() + f"review: {{min_labels: {n_min}}}\n")
     code, out, err = _cli("run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
@@ -608,56 +636,73 @@ def test_cli_review_round_trip_validates_the_judge(project):
     with Store(project / "results" / "abtest.duckdb", read_only=True) as s:
         items = {r["item_id"]: {**r, "m": json.loads(r["mapping_json"])} for r in s.review_items(run_id)}
     truth = {iid: _blind(it, it["judge_label"]) for iid, it in items.items()}
-    judge_labels = sorted(it["judge_label"] for it in items.values())
+    from collections import Counter
+
+    by_judge = Counter((it["judge"], it["judge_label"]) for it in items.values())
     # fake judge: B wins q1-q3 in both orders, q4 ties; q1-q3 claims supported, A's q4 not
-    assert judge_labels == sorted(["B"] * 3 + ["tie"] + ["supported"] * 6 + ["unsupported"])
+    # (B's q4 is a refusal: no claim); key points of q1-q3 covered except A's q2; only B's
+    # q4 answer abstains
+    assert by_judge == {("pairwise", "B"): 3, ("pairwise", "tie"): 1,
+                        ("faithfulness", "supported"): 6, ("faithfulness", "unsupported"): 1,
+                        ("coverage", "covered"): 5, ("coverage", "not_covered"): 1,
+                        ("abstention", "answered"): 7, ("abstention", "abstained"): 1}
     assert {truth[i] for i, it in items.items() if it["judge_label"] == "B"} <= {"1", "2"}
 
-    # phase 1: fewer labels than review.min_labels (several classes, so kappa is defined)
+    # phase 1: fewer labels than review.min_labels for every judge
     first = {next(i for i, it in sorted(items.items()) if it["judge_label"] == lab)
-             for lab in ("B", "tie", "supported", "unsupported")}
+             for lab in ("B", "tie", "supported", "unsupported", "covered", "not_covered",
+                         "abstained", "answered")}
     few = _fill_labels_csv(project / "pack" / "labels.csv", project / "few.csv", truth, first)
-    assert few == 4 < n_min
+    assert few == 8
     code, out, err = _cli("review", "import", run_id, "few.csv", "--reviewer", "alice")
     assert code == 0, err
-    assert out.strip() == "imported 4 label(s)"
+    assert out.strip() == "imported 8 label(s)"
     code, out, err = _cli("review", "status", run_id, "--format", "json")
     assert code == 0, err
     st = json.loads(out)
-    assert (st["n_items"], st["n_labels"], st["n_labelled_items"]) == (11, 4, 4)
-    assert (st["min_labels"], st["needed"], st["validated"]) == (n_min, n_min - 4, False)
-    assert st["kappa"] == pytest.approx(1.0) and st["reviewers"] == ["alice"]
+    assert (st["n_items"], st["n_labelled_items"]) == (25, 8)
+    assert (st["min_labels"], st["validated"]) == (n_min, False)
+    for j in ("pairwise", "faithfulness", "coverage", "abstention"):
+        assert st["validation"][j]["n_labels"] == 2 and st["validation"][j]["kappa"] == 1.0
+        assert not st["validation"][j]["validated"]
+    assert st["reviewers"] == ["alice"]
     code, out, err = _cli("report", run_id, "--format", "json")
     assert code == 0, err
     rep = json.loads(out)
     assert rep["judge_validation"]["validated"] is False
-    assert rep["judge_validation"]["n_labels"] == 4
-    assert any(r.startswith("judge not validated") for r in rep["claim"]["reasons"])
+    assert rep["judge_validation"]["faithfulness"]["n_labels"] == 2
+    assert {r.split(":")[0] for r in rep["claim"]["reasons"] if "judge not validated" in r} == {
+        "faithfulness judge not validated", "coverage judge not validated",
+        "abstention judge not validated"}
 
-    # phase 2: every item labelled (re-importing alice's four replaces them)
+    # phase 2: every item labelled (re-importing alice's eight replaces them)
     n_all = _fill_labels_csv(project / "pack" / "labels.csv", project / "all.csv", truth)
-    assert n_all == len(items) == 11 >= n_min
+    assert n_all == len(items) == 25
     code, out, err = _cli("review", "import", run_id, "all.csv", "--reviewer", "alice")
     assert code == 0, err
-    assert out.strip() == "imported 11 label(s)"
+    assert out.strip() == "imported 25 label(s)"
     code, out, err = _cli("review", "status", run_id, "--format", "json")
     assert code == 0, err
     st = json.loads(out)
-    assert (st["n_labels"], st["n_labelled_items"], st["n_unlabelled_items"]) == (11, 11, 0)
+    assert (st["n_labelled_items"], st["n_unlabelled_items"]) == (25, 0)
     assert st["by_judge"] == {"pairwise": {"items": 4, "labelled_items": 4, "labels": 4},
-                              "faithfulness": {"items": 7, "labelled_items": 7, "labels": 7}}
-    assert st["needed"] == 0 and st["validated"] is True
-    assert st["kappa"] == pytest.approx(1.0) and st["agreement"] == pytest.approx(1.0)
+                              "faithfulness": {"items": 7, "labelled_items": 7, "labels": 7},
+                              "coverage": {"items": 6, "labelled_items": 6, "labels": 6},
+                              "abstention": {"items": 8, "labelled_items": 8, "labels": 8}}
+    assert st["validated"] is True
+    # pairwise has 4 < 5 labels: reported, not part of the claim
+    assert st["validation"]["pairwise"]["validated"] is False
     code, out, err = _cli("report", run_id, "--format", "json")
     assert code == 0, err
     rep = json.loads(out)
     val = rep["judge_validation"]
-    assert val["validated"] is True and val["n_labels"] == 11 and val["min_labels"] == n_min
-    assert val["kappa"] == pytest.approx(1.0)
+    assert val["validated"] is True and val["min_labels"] == n_min
+    for j, n in (("faithfulness", 7), ("coverage", 6), ("abstention", 8)):
+        assert val[j]["validated"] and val[j]["n_labels"] == n and val[j]["kappa"] == 1.0
     assert not any("judge not validated" in r for r in rep["claim"]["reasons"])
     with Store(project / "results" / "abtest.duckdb", read_only=True) as s:
         stored = s.human_labels(run_id)
-    assert len(stored) == 11 and {lab["reviewer"] for lab in stored} == {"alice"}
+    assert len(stored) == 25 and {lab["reviewer"] for lab in stored} == {"alice"}
     assert all(lab["label"] == items[lab["item_id"]]["judge_label"] for lab in stored)
 
 
@@ -810,4 +855,7 @@ def test_chromium_review_page_click_through_and_download(store, tmp_path):
     assert {lab["reviewer"] for lab in stored} == {"Grace Hopper"}
     assert sorted((lab["item_id"], lab["label"]) for lab in stored) == \
         sorted((i, items[i]["judge_label"]) for i in order[:5])
-    assert R.agreement(store, RUN)["overall"]["agreement"] == pytest.approx(1.0)
+    ag = R.agreement(store, RUN)
+    assert "overall" not in ag  # labels of different judges are never pooled
+    assert all(ag[j]["agreement"] == pytest.approx(1.0) for j in ("pairwise", "faithfulness")
+               if j in ag)

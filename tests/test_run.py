@@ -152,8 +152,12 @@ def test_incomplete_run_exits_3_and_gate_says_incomplete(project, brain):
     rep = json.loads(out)
     assert rep["status"] == "incomplete" and rep["unfinished_cases"] == ["q3"]
     assert all(r["case_id"] != "q3" or not r["finished"] for r in rep["per_case"])
-    assert rep["metrics"]["faithfulness"]["n"] + rep["metrics"]["faithfulness"]["n_dropped"] == 3
+    # nothing is estimated from an incomplete run: no metric, p or interval, in any format
+    assert rep["metrics"] == {} and "no metric, p-value or interval" in rep["estimates_withheld"]
+    assert "ppi" not in rep and rep["judge_noise"] is None
     assert "incomplete run" in rep["claim"]["reasons"][0]
+    md = invoke("report", run_id)[1]
+    assert "No estimate is shown" in md and "| faithfulness | 3" not in md and "paired t" not in md
     code, out, _ = invoke("gate", run_id)
     assert code == 3 and "INCOMPLETE" in out
     # fix the cause; a plain --resume leaves the errored case alone ...

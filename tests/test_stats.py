@@ -192,8 +192,15 @@ def test_paired_t_degenerate_cases_never_nan():
     zero = S.paired_t([0.5, 0.7, 0.9], [0.5, 0.7, 0.9])
     assert (zero.p_value, zero.t, zero.ci_low, zero.ci_high, zero.d_z) == (1.0, 0.0, 0.0, 0.0, 0.0)
     const = S.paired_t([0.1, 0.2, 0.3], [0.2, 0.3, 0.4])
-    assert const.p_value is None and const.note
+    # zero variance with a non-zero difference is the strongest evidence, not none: the exact
+    # sign test on n same-signed differences (2 * 0.5**n)
+    assert const.p_value == pytest.approx(st.binomtest(3, 3).pvalue) and const.note
+    assert const.t is None and const.d_z is None
     assert const.ci_low == pytest.approx(0.1) and const.ci_high == pytest.approx(0.1)
+    ten = S.paired_t([0.2] * 10, [1.0] * 10)
+    assert ten.p_value == pytest.approx(st.binomtest(10, 10).pvalue) and ten.p_value < 0.01
+    down = S.paired_t([1.0] * 6, [0.5] * 6)
+    assert down.mean_diff == pytest.approx(-0.5) and down.p_value == pytest.approx(2 * 0.5 ** 6)
     one = S.paired_t([0.1], [0.4])
     assert one.estimate == pytest.approx(0.3) and one.p_value is None and one.ci_low is None
     empty = S.paired_t([], [])

@@ -118,13 +118,14 @@ def pairwise(gateway, spec, case: Case, answer_a: str, answer_b: str, *, sample:
 
 
 def faithfulness(gateway, spec, case: Case, answer: str, variant: str, *,
-                 refusal: bool, max_claims: int = 8) -> tuple[dict, list[dict]]:
-    """Claim-level: extract atomic claims, then verify them all in one call."""
+                 max_claims: int = 8) -> tuple[dict, list[dict]]:
+    """Claim-level: extract atomic claims, then verify them all in one call.
+
+    Every answer goes through extraction, refusal-sounding or not: "I do not know for
+    certain. The depot opens at 9am." makes a claim that must be checked, and only an
+    answer with no claim at all has no score."""
     pe, pv = load_prompt("claims_extract_v1"), load_prompt("claims_verify_v1")
     sha = f"{pe.sha256[:16]}+{pv.sha256[:16]}"
-    if refusal:
-        return _row(case, "faithfulness", variant, None, verdict="no_claims", prompt_sha=sha,
-                    rationale="refusal: no factual claims"), []
     schema = Claims.model_json_schema()
     schema["properties"]["claims"]["maxItems"] = max_claims
     ext = ask_json(gateway, spec, pe, {"question": case.question, "answer": answer,
@@ -201,30 +202,42 @@ def coverage(gateway, spec, case: Case, answer: str, variant: str, points: list[
                 result={"points": points, "covered": covered})
 
 
-_HEDGES = ("not sure", "unclear", "does not mention", "doesn't mention", "does not say",
-           "doesn't say", "no mention", "not mentioned", "not specified", "not stated",
-           "cannot be determined", "can't be determined", "not provided", "insufficient")
-
-
-def abstention(gateway, spec, case: Case, answer: str, variant: str) -> dict:
-    """Phrase detection first; an LLM classification only for hedged, uncertain answers."""
-    from ..checks import looks_like_refusal
-
-    if looks_like_refusal(answer):
-        return _row(case, "abstention", variant, None, verdict="abstained", score=1.0,
-                    rationale="refusal phrase", result={"method": "phrase"})
-    low = answer.lower()
-    if not any(h in low for h in _HEDGES):
-        return _row(case, "abstention", variant, None, verdict="answered", score=0.0,
-                    result={"method": "phrase"})
-    p = load_prompt("abstention_v1")
+def abstention(gateway, spec, case: Case, answer: str, variant: str, *,
+               n_claims: int | None = None) -> dict:
+    """Did the answer abstain? The abstention judge decides, not a phrase list; and an
+    answer that makes a factual claim (`n_claims` > 0, from the faithfulness judge's
+    extraction) has answered, however it opens ("I do not know for certain. The depot
+    opens at 9am." is a hedged answer, not an abstention)."""
+    p = load_prompt("abstention_v2")
     call = ask_json(gateway, spec, p, {"question": case.question, "answer": answer}, Abstained,
                     purpose="judge:abstention", case_id=case.id)
     if call.value is None:
         return _row(case, "abstention", variant, call, prompt_sha=p.sha256)
-    ab = call.value.abstained
+    said = call.value.abstained
+    result: dict = {"method": "llm", "judge_said": "abstained" if said else "answered"}
+    ab = said
+    if said and n_claims:
+        ab = False
+        result["overruled"] = f"the answer makes {n_claims} factual claim(s)"
     return _row(case, "abstention", variant, call, verdict="abstained" if ab else "answered",
-                score=1.0 if ab else 0.0, prompt_sha=p.sha256, result={"method": "llm"})
+                score=1.0 if ab else 0.0, prompt_sha=p.sha256, result=result,
+                rationale=result.get("overruled"))
+
+
+def claims_and_abstention(gateway, spec, case: Case, answer: str, variant: str, judges,
+                          *, max_claims: int = 8) -> list[tuple[dict, list | None]]:
+    """Faithfulness, then abstention told how many claims the answer makes: the one order
+    both frozen and live runs use, so an answer that makes a claim is never an abstention."""
+    rows: list[tuple[dict, list | None]] = []
+    n_claims = None
+    if "faithfulness" in judges:
+        row, claims = faithfulness(gateway, spec, case, answer, variant, max_claims=max_claims)
+        rows.append((row, claims))
+        if row.get("error") is None:
+            n_claims = len(claims)
+    if "abstention" in judges:
+        rows.append((abstention(gateway, spec, case, answer, variant, n_claims=n_claims), None))
+    return rows
 
 
 def rubric(gateway, spec, case: Case, judge: str, subject: str, values: dict[str, str],

@@ -7,20 +7,17 @@ listed as unfinished and never enters a statistic. Differences are B − A.
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
-from dataclasses import asdict, is_dataclass
-from datetime import date, datetime, timedelta, timezone
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..errors import UserError
 from ..gcpause import gc_paused
+from .claim import fmt as _fmt, judge_validation, licensed_claim  # noqa: F401
+from .metrics import (HOLM_FAMILY, SCORE_JUDGES, compute_metrics, holm_family,  # noqa: F401
+                      metric_at as _metric_at, pct, plain as _plain)
 
-SCHEMA_VERSION = 1
-HOLM_FAMILY = ("pairwise", "faithfulness", "coverage", "abstention_answerable",
-               "abstention_unanswerable")
-# judges that give each answer a 0–1 score: summarised, compared and shown per case alike
-SCORE_JUDGES = ("faithfulness", "coverage", "quality", "relevance", "conformance")
-
+SCHEMA_VERSION = 2  # 2: per-judge validation, margins, drop bound, length control
 REMEDIES = {
     "retrieval_miss": ("low recall: the relevant chunk was not retrieved",
                        "increase k / add query expansion; check chunking of the source document"),
@@ -37,23 +34,6 @@ REMEDIES = {
     "missed_refusal": ("answered an unanswerable question",
                        "loosen scope rules the other way: make refusal explicit when context lacks the answer"),
 }
-
-
-def _plain(obj: Any) -> Any:
-    if is_dataclass(obj):
-        return {k: _plain(v) for k, v in asdict(obj).items()}
-    if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, (datetime, date)):
-        return obj.isoformat()
-    return obj
-
-
-def _mean(xs):
-    xs = [x for x in xs if x is not None]
-    return sum(xs) / len(xs) if xs else None
 
 
 def load_run(store, run_id: str) -> dict:
@@ -80,81 +60,6 @@ def check_fixture_unchanged(run: dict) -> None:
                         "results no longer describe it", file=str(p))
 
 
-def _continuous(metric: str, a_by: dict, b_by: dict, ids: list[str], alpha: float) -> dict:
-    from .. import stats
-
-    pairs = [(cid, a_by.get(cid), b_by.get(cid)) for cid in ids]
-    used = [(cid, a, b) for cid, a, b in pairs if a is not None and b is not None]
-    dropped = {"missing_a_only": sorted(cid for cid, a, b in pairs if a is None and b is not None),
-               "missing_b_only": sorted(cid for cid, a, b in pairs if b is None and a is not None),
-               "missing_both": sorted(cid for cid, a, b in pairs if a is None and b is None)}
-    out: dict[str, Any] = {"metric": metric, "n": len(used), "dropped": dropped,
-                           "n_dropped": sum(len(v) for v in dropped.values()),
-                           "a": None, "b": None, "difference": None, "ci_low": None,
-                           "ci_high": None, "test": "paired_t", "p_value": None, "p_holm": None}
-    if not used:
-        out["note"] = "no case has a score on both sides"
-        return out
-    a = [x[1] for x in used]
-    b = [x[2] for x in used]
-    t = stats.paired_t(a, b, conf_level=1 - alpha)
-    w = stats.wilcoxon(a, b)
-    wp = stats.wilcoxon(a, b, zero_method="pratt")
-    out.update({"a": sum(a) / len(a), "b": sum(b) / len(b), "difference": t.mean_diff,
-                "ci_low": t.ci_low, "ci_high": t.ci_high, "ci_method": "paired t (unadjusted)",
-                "p_value": t.p_value, "d_z": t.d_z, "sd_d": t.sd_d,
-                "secondary": {"test": "wilcoxon (R-compatible: zeros dropped, continuity "
-                                      "correction)", "p_value": w.p_value, "n_used": w.n_used},
-                "sensitivity": {"test": "wilcoxon pratt", "p_value": wp.p_value},
-                "summary_a": _plain(stats.summary(a)), "summary_b": _plain(stats.summary(b))})
-    if len(used) < 30:
-        bs = stats.bootstrap_mean_diff_ci(a, b, n_boot=5000, seed=0, conf_level=1 - alpha)
-        out["bootstrap"] = {"ci_low": bs.ci_low, "ci_high": bs.ci_high, "n_boot": 5000, "seed": 0}
-    if t.sd_d:
-        mde = stats.mde_paired_t(len(used), t.sd_d, alpha=alpha / len(HOLM_FAMILY))
-        out["mde"] = {"mde": mde.mde, "d_z": mde.d_z, "alpha": mde.alpha, "power": 0.8,
-                      "sd_d": t.sd_d}
-    if t.note:
-        out["note"] = t.note
-    return out
-
-
-def _binary(name: str, a_by: dict, b_by: dict, ids: list[str], alpha: float,
-            margin: float | None = None) -> dict:
-    """Paired 2×2 on abstention; difference reported as B − A (first condition = B)."""
-    from .. import stats
-
-    used = [(cid, a_by[cid], b_by[cid]) for cid in ids if a_by.get(cid) is not None
-            and b_by.get(cid) is not None]
-    out: dict[str, Any] = {"metric": name, "n": len(used),
-                           "n_dropped": len(ids) - len(used), "a": None, "b": None,
-                           "difference": None, "ci_low": None, "ci_high": None,
-                           "test": "mcnemar_midp", "p_value": None, "p_holm": None}
-    if not used:
-        out["note"] = "no cases in this subset"
-        return out
-    n11 = sum(1 for _, a, b in used if a and b)
-    b_only = sum(1 for _, a, b in used if b and not a)
-    a_only = sum(1 for _, a, b in used if a and not b)
-    n00 = sum(1 for _, a, b in used if not a and not b)
-    m = stats.mcnemar(a_only, b_only, method="midp")
-    ci = stats.paired_proportion_diff_ci(n11, b_only, a_only, n00, method="tango",
-                                         conf_level=1 - alpha)
-    out.update({"a": (n11 + a_only) / len(used), "b": (n11 + b_only) / len(used),
-                "difference": ci.estimate, "ci_low": ci.ci_low, "ci_high": ci.ci_high,
-                "ci_method": "Tango score (unadjusted)", "p_value": m.p_value,
-                "table": {"both": n11, "a_only": a_only, "b_only": b_only, "neither": n00},
-                "secondary": {"p_exact": m.p_exact, "p_chi2": m.p_chi2}})
-    if margin is not None:
-        ci90 = stats.paired_proportion_diff_ci(n11, b_only, a_only, n00, method="tango",
-                                               conf_level=1 - 2 * alpha)
-        out["noninferiority"] = {"margin": margin, "upper_90": ci90.ci_high,
-                                 "holds": ci90.ci_high is not None and ci90.ci_high < margin}
-    if a_only + b_only == 0:
-        out["note"] = "no discordant pairs"
-    return out
-
-
 def build_report(store, run_id: str, config=None) -> dict:
     """Compute every number of the report from the store; nothing is estimated.
 
@@ -175,8 +80,6 @@ _NONE: dict = {}  # read-only stand-in for an absent map or row: never written t
 
 
 def _build_report(store, run_id: str, config=None) -> dict:
-    from .. import stats
-    from ..checks import paired_check_table
     from ..models import Config
 
     run = load_run(store, run_id)
@@ -218,143 +121,23 @@ def _build_report(store, run_id: str, config=None) -> dict:
     finished_set = set(finished)
     status = "complete" if not unfinished and run["status"] == "complete" else "incomplete"
 
-    def score(judge: str, v: str) -> dict[str, float | None]:
-        d = jv.get((judge, v), _NONE)
-        return {cid: (d.get(cid) or _NONE).get("score") for cid in finished}
-
-    # --- pairwise ---------------------------------------------------------
+    models = _models(store, run)
+    self_judge = bool(info.get("self_judge")) or bool(
+        set(models["generator"]["resolved"]) & set(models["judge"]["resolved"]))
+    judges = info.get("judges") or cfg.judges
     metrics: dict[str, Any] = {}
-    pab, pba = jv.get(("pairwise", "AB"), _NONE), jv.get(("pairwise", "BA"), _NONE)
-    pw_ids = [cid for cid in finished if cid in pab]
-    outcomes = {}
-    if pw_ids:
-        ab = [pab[cid]["verdict"] for cid in pw_ids]
-        ba = [pba[cid]["verdict"] for cid in pw_ids]
-        pc = stats.pairwise_outcomes(ab, ba)
-        outcomes = dict(zip(pw_ids, pc.outcomes))
-        st_ = stats.sign_test(pc.wins, pc.losses)
-        wr = stats.win_rate(pc.wins, pc.losses, pc.ties, conf_level=1 - alpha)
-        cons = stats.position_consistency(ab, ba)
-        first = sum(1 for x in ab if x == "A") + sum(1 for x in ba if x == "B")
-        decided = sum(1 for x in ab + ba if x in ("A", "B"))
-        inconsistent = sum(1 for x, y in zip(ab, ba) if x != y)
-        len_a = [len((gen_by[(cid, "A")]["answer"] or "")) for cid in pw_ids]
-        len_b = [len((gen_by[(cid, "B")]["answer"] or "")) for cid in pw_ids]
-        def clip(x):
-            return None if x is None else max(-1.0, min(1.0, x))
-
-        metrics["pairwise"] = {
-            "metric": "pairwise", "n": len(pw_ids), "b_wins": pc.wins, "a_wins": pc.losses,
-            "no_preference": pc.ties, "position_inconsistent": inconsistent,
-            "a": 1 - wr.estimate, "b": wr.estimate,
-            "difference": 2 * wr.estimate - 1, "estimate": wr.estimate,
-            "win_rate_ci": {"ci_low": wr.ci_low, "ci_high": wr.ci_high},
-            "ci_low": clip(None if wr.ci_low is None else 2 * wr.ci_low - 1),
-            "ci_high": clip(None if wr.ci_high is None else 2 * wr.ci_high - 1),
-            "ci_method": "t-interval on per-case scores {1, .5, 0}, as B − A win rates (ties "
-                         "half), clipped to [-1, 1]",
-            "test": "sign_test (exact, two-sided, decisive pairs)", "p_value": st_.p_value,
-            "p_holm": None, "midp": st_.midp,
-            "decisive_share_b": {"estimate": st_.estimate, "ci_low": st_.ci_low,
-                                 "ci_high": st_.ci_high, "method": "Wilson"},
-            "position_consistency": {"estimate": cons.estimate, "ci_low": cons.ci_low,
-                                     "ci_high": cons.ci_high, "biased_to_first": cons.biased_to_first,
-                                     "biased_to_second": cons.biased_to_second},
-            "first_position_win_rate": (first / decided) if decided else None,
-            "length_ratio_b_over_a": (sum(len_b) / sum(len_a)) if sum(len_a) else None,
-            "length_bias": _length_bias(outcomes, pw_ids, len_a, len_b),
-        }
-    # --- faithfulness, coverage, rubrics ----------------------------------
-    for judge in SCORE_JUDGES:
-        ja, jb = jv.get((judge, "A"), _NONE), jv.get((judge, "B"), _NONE)
-        applicable = [cid for cid in finished if cid in ja or cid in jb]
-        if not applicable:
-            continue
-        m = _continuous(judge, score(judge, "A"), score(judge, "B"), applicable, alpha)
-        if judge == "faithfulness":
-            no_claims = {v: sorted(cid for cid in finished
-                                   if (d.get(cid) or _NONE).get("verdict") == "no_claims")
-                         for v, d in (("A", ja), ("B", jb))}
-            m["no_claims"] = no_claims
-            m["note_no_claims"] = ("answers with no factual claim (refusals) have no faithfulness "
-                                   "score; their pair is dropped")
-        if judge == "relevance":
-            methods = {json.loads(j["result_json"]).get("method", "llm_rating") if j.get("result_json")
-                       else "llm_rating" for d in (ja, jb) for j in d.values()}
-            m["method"] = "embedding (generated questions vs the question, cosine)" \
-                if methods == {"embedding"} else "LLM 0-1 rating (no embedding model configured)"
-        if judge == "coverage":
-            m["margin"] = cfg.noninferiority_margin
-            if m["n"] >= 2 and m.get("p_value") is not None:
-                sa, sb = score(judge, "A"), score(judge, "B")
-                both = [c for c in applicable if sa.get(c) is not None and sb.get(c) is not None]
-                ni = stats.noninferiority_paired_t([sa[c] for c in both], [sb[c] for c in both],
-                                                   cfg.noninferiority_margin, alpha=alpha)
-                m["noninferiority"] = {"margin": cfg.noninferiority_margin, "ci_low_90": ni.ci_low,
-                                       "p_value": ni.p_value, "holds": ni.noninferior}
-        metrics[judge] = m
-    # --- abstention -------------------------------------------------------
-    if "abstention" in judges_run:
-        def abst(v):
-            d = jv.get(("abstention", v), _NONE)
-            return {cid: d[cid].get("verdict") == "abstained" if cid in d else None
-                    for cid in finished}
-        aa, bb = abst("A"), abst("B")
-        ans_ids = [c for c in finished if cases.get(c, {}).get("answerable", True)]
-        un_ids = [c for c in finished if not cases.get(c, {}).get("answerable", True)]
-        metrics["abstention"] = {
-            "answerable": _binary("abstention_answerable", aa, bb, ans_ids, alpha,
-                                  margin=cfg.noninferiority_margin),
-            "unanswerable": _binary("abstention_unanswerable", aa, bb, un_ids, alpha),
-            "direction": "difference = B − A abstention rate; on answerable cases lower is better, "
-                         "on unanswerable cases higher is better"}
-    if "keywords" in judges_run:
-        ks = [s for s in score("keywords", "case").values() if s is not None]
-        metrics["keywords"] = {"metric": "keywords", "n": len(ks),
-                               "summary": _plain(stats.summary(ks)) if ks else None,
-                               "note": "scores the captured search keywords (same for A and B)"}
-    # --- checks -------------------------------------------------------------
-    res_a: dict[str, list] = {}
-    res_b: dict[str, list] = {}
-    for (cid, v), by_name in chk_by.items():
-        if cid in finished_set:
-            (res_a if v == "A" else res_b)[cid] = list(by_name.items())
-    table = paired_check_table(res_a, res_b)
-    chk = {}
-    for name, s in table.items():
-        d = s.model_dump()
-        d.update({"metric": f"check:{name}", "a": s.pass_rate_a, "b": s.pass_rate_b,
-                  "difference": None, "ci_low": None, "ci_high": None})
-        if s.n:
-            m = stats.mcnemar(s.n10, s.n01, method="midp")
-            # pass-rate difference B − A: B is the first condition of the paired table
-            ci = stats.paired_proportion_diff_ci(s.n11, s.n01, s.n10, s.n00, method="tango",
-                                                 conf_level=1 - alpha)
-            d.update({"test": "mcnemar_midp", "p_value": m.p_value, "difference": ci.estimate,
-                      "ci_low": ci.ci_low, "ci_high": ci.ci_high, "ci_method": "Tango score"})
-        else:
-            d.update({"test": None, "p_value": None})
-        chk[name] = d
-    metrics["checks"] = chk
-    metrics.setdefault("conformance", None)
-    # --- Holm -------------------------------------------------------------
-    family = []
-    for key in HOLM_FAMILY:
-        m = _metric_at(metrics, key)
-        if m is not None and m.get("p_value") is not None and m.get("n"):
-            family.append((key, m))
-    if family:
-        h = stats.holm([m["p_value"] for _, m in family], alpha=alpha)
-        for (key, m), p_adj, rej in zip(family, h.p_adjusted, h.reject):
-            m["p_holm"] = p_adj
-            m["significant"] = bool(rej)
-    holm_info = {"family": [k for k, _ in family], "alpha": alpha,
-                 "rule": "reject when Holm-adjusted p <= alpha (statsmodels convention)",
-                 "note": "confidence intervals are unadjusted"}
+    outcomes: dict[str, str] = {}
+    holm_info = {"family": holm_family(judges), "alpha": alpha}
+    if status == "complete":
+        lengths = {k: len(g["answer"] or "") for k, g in gen_by.items()}
+        answerable = {cid: bool(cases.get(cid, _NONE).get("answerable", True)) for cid in finished}
+        metrics, outcomes, holm_info = compute_metrics(finished, jv, answerable, lengths, cfg,
+                                                       judges)
+        metrics["checks"] = _checks_table(chk_by, finished_set, alpha)
+        metrics.setdefault("conformance", None)
     # --- human validation, incidents, claim, taxonomy ----------------------
     validation = _judge_validation(store, run_id, cfg)
     incidents = _incidents(finished, jv, claims, gen_by, cases, cfg)
-    models = _models(store, run)
     report = {
         "schema_version": SCHEMA_VERSION, "run_id": run_id, "kind": run["kind"],
         "status": status, "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -370,14 +153,19 @@ def _build_report(store, run_id: str, config=None) -> dict:
         "models": models, "git_commit": run["git_commit"],
         "comparison_kind": run["comparison_kind"],
         "pipeline_reasons": info.get("pipeline_reasons", []),
-        "self_judge": bool(info.get("self_judge")),
-        "judges": info.get("judges"),
+        "self_judge": self_judge,
+        "self_judge_model": run["judge_model"] if self_judge else None,
+        "judges": judges,
         "judge_validation": validation,
         "metrics": metrics, "holm": holm_info, "incidents": incidents,
         "calls": _calls(store, run_id, len(all_ids)),
     }
-    report["judge_noise"] = _judge_noise(judg, cfg)
-    if store.human_labels(run_id):
+    if status != "complete":
+        report["estimates_withheld"] = (
+            f"incomplete run: {len(unfinished)} case(s) unfinished; no metric, p-value or "
+            "interval is shown until every case is finished (`abtest run --resume`)")
+    report["judge_noise"] = _judge_noise(judg, cfg) if status == "complete" else None
+    if status == "complete" and store.human_labels(run_id):
         from ..review import ppi_headlines
 
         report["ppi"] = _plain(ppi_headlines(store, run_id, alpha))
@@ -409,39 +197,6 @@ def _judge_noise(judg: list[dict], cfg) -> dict | None:
             "n_items": len({j["case_id"] for j, _ in reps}), "n_comparisons": len(reps),
             "agreement": same / len(reps),
             "note": "share of repeated pairwise verdicts (each order) equal to the first verdict"}
-
-
-def _length_bias(outcomes: dict, ids: list[str], len_a: list[int], len_b: list[int]) -> dict | None:
-    """Are decisive wins explained by answer length? Logistic regression of B-win on length diff."""
-    xs, ys = [], []
-    for cid, la, lb in zip(ids, len_a, len_b):
-        o = outcomes.get(cid)
-        if o in ("A", "B"):
-            xs.append((lb - la) / 100.0)
-            ys.append(1 if o == "B" else 0)
-    if len(ys) < 8 or len(set(ys)) < 2:
-        return {"n": len(ys), "note": "too few decisive pairs (need 8 with both outcomes)"}
-    import warnings
-
-    import numpy as np
-    from statsmodels.discrete.discrete_model import Logit
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            exog = np.column_stack([np.ones(len(xs)), np.array(xs)])
-            fit = Logit(np.array(ys), exog).fit(disp=0)
-        except Exception as exc:  # perfect separation etc.
-            return {"n": len(ys), "note": f"logistic fit failed: {type(exc).__name__}"}
-    return {"n": len(ys), "coef_per_100_chars": float(fit.params[1]),
-            "p_value": float(fit.pvalues[1]),
-            "explained_by_length": bool(fit.pvalues[1] < 0.05 and fit.params[1] > 0)}
-
-
-def _metric_at(metrics: dict, key: str) -> dict | None:
-    if key.startswith("abstention_"):
-        return (metrics.get("abstention") or {}).get(key.split("_", 1)[1])
-    return metrics.get(key)
 
 
 def _fixture_cases(run: dict) -> dict[str, dict]:
@@ -507,22 +262,43 @@ def _calls(store, run_id: str, n: int) -> dict:
 
 
 def _judge_validation(store, run_id: str, cfg) -> dict:
-    """Judge validated = enough human labels agreeing with it (kappa) on this run."""
-    from .. import stats
-
+    """Per judge, its verdicts against the human labels of its own review items."""
     items = {r["item_id"]: r for r in store.review_items(run_id)}
-    labels = store.human_labels(run_id)
-    pairs = [(items[l["item_id"]]["judge_label"], l["label"]) for l in labels
-             if l["item_id"] in items and items[l["item_id"]]["judge_label"] is not None]
-    out = {"n_labels": len(pairs), "min_labels": cfg.review.min_labels,
-           "min_kappa": cfg.review.min_kappa, "kappa": None, "ci_low": None, "ci_high": None,
-           "validated": False}
-    if len(pairs) >= 2:
-        k = stats.cohen_kappa([p[0] for p in pairs], [p[1] for p in pairs])
-        out.update({"kappa": k.kappa, "ci_low": k.ci_low, "ci_high": k.ci_high,
-                    "agreement": k.p_observed})
-        out["validated"] = bool(len(pairs) >= cfg.review.min_labels and k.kappa is not None
-                                and k.kappa >= cfg.review.min_kappa)
+    pairs: dict[str, list[tuple]] = defaultdict(list)
+    for lab in store.human_labels(run_id):
+        it = items.get(lab["item_id"])
+        if it is not None and it["judge_label"] is not None:
+            pairs[it["judge"]].append((it["judge_label"], lab["label"]))
+    return judge_validation(pairs, cfg)
+
+
+def _checks_table(chk_by: dict, finished: set[str], alpha: float) -> dict:
+    """Per deterministic check: each variant's pass rate over the answers it applies to (a
+    check only one variant defines is shown too), and McNemar on the pairs where it applies
+    to both."""
+    from .. import stats
+    from ..checks import paired_check_table
+
+    res_a: dict[str, list] = {}
+    res_b: dict[str, list] = {}
+    for (cid, v), by_name in chk_by.items():
+        if cid in finished:
+            (res_a if v == "A" else res_b)[cid] = list(by_name.items())
+    out = {}
+    for name, s in paired_check_table(res_a, res_b).items():
+        d = s.model_dump()
+        d.update({"metric": f"check:{name}", "a": s.pass_rate_a, "b": s.pass_rate_b,
+                  "difference": None, "ci_low": None, "ci_high": None, "test": None,
+                  "p_value": None})
+        if s.n:
+            m = stats.mcnemar(s.n10, s.n01, method="midp")
+            # pass-rate difference B − A over the paired cases: B is the table's first condition
+            ci = stats.paired_proportion_diff_ci(s.n11, s.n01, s.n10, s.n00, method="tango",
+                                                 conf_level=1 - alpha)
+            d.update({"test": "mcnemar_midp", "p_value": m.p_value, "difference": ci.estimate,
+                      "ci_low": ci.ci_low, "ci_high": ci.ci_high,
+                      "ci_method": f"Tango score, {pct(1 - alpha)}"})
+        out[name] = d
     return out
 
 
@@ -545,83 +321,6 @@ def _incidents(finished, jv, claims, gen_by, cases, cfg) -> list[dict]:
                                         for c in by_case_v[(cid, v)] if c["verdict"] != "supported"],
                         "context_ids": [ch["id"] for ch in case.get("context", [])]})
     return out
-
-
-def effect_reasons(m: dict, cfg) -> list[str]:
-    """Why the measured effect does not license the claim (frozen and live alike)."""
-    reasons: list[str] = []
-    f = m.get("faithfulness")
-    if not f or f.get("difference") is None:
-        reasons.append("faithfulness was not measured on any complete pair")
-    elif not (f["difference"] > 0 and f.get("p_holm") is not None and f["p_holm"] <= cfg.alpha):
-        reasons.append(f"not significant: faithfulness B − A = {f['difference']:+.3f} "
-                       f"(95% CI {_fmt(f['ci_low'])} to {_fmt(f['ci_high'])}, Holm p = "
-                       f"{_fmt(f.get('p_holm'))})")
-    c = m.get("coverage")
-    if c and c.get("difference") is not None:
-        ni = c.get("noninferiority") or {}
-        if not ni.get("holds"):
-            reasons.append(f"coverage fell or is not shown non-inferior: B − A = "
-                           f"{c['difference']:+.3f}, margin {cfg.noninferiority_margin}")
-    elif c is None:
-        reasons.append("coverage was not measured (no key points or reference answers)")
-    else:
-        reasons.append("coverage was not measured on any complete pair")
-    ab = (m.get("abstention") or {}).get("answerable") or {}
-    ni = ab.get("noninferiority")
-    if ni and not ni.get("holds"):
-        rose = (ab.get("difference") or 0) > 0
-        reasons.append(f"answerable refusals {'rose' if rose else 'not shown not to rise'}: B − A = "
-                       f"{_fmt(ab.get('difference'))}, 90% upper limit {_fmt(ni.get('upper_90'))} ≥ "
-                       f"margin {ni['margin']}")
-    return reasons
-
-
-def licensed_claim(report: dict, cfg) -> dict:
-    """The licensed sentence only when every condition holds; otherwise exactly why not."""
-    reasons = []
-    m = report["metrics"]
-    n = report["n_finished"]
-    if report["status"] != "complete":
-        reasons.append(f"incomplete run: {len(report['unfinished_cases'])} case(s) unfinished")
-    if report["comparison_kind"] == "pipeline_change":
-        reasons.append("pipeline change: this is a pipeline change, re-measure end to end; the "
-                       "frozen claim does not apply (" + "; ".join(report["pipeline_reasons"]) + ")")
-    elif report["comparison_kind"] == "model":
-        reasons.append("model comparison: the variants use different generator models, so this is "
-                       "not a prompt comparison")
-    for role in ("generator", "judge"):
-        if len(report["models"][role]["resolved"]) > 1:
-            reasons.append(f"model version drift: the {role} resolved to "
-                           f"{', '.join(report['models'][role]['resolved'])}")
-    if report["self_judge"]:
-        reasons.append("self-judging: the judge model is the generator model")
-    reasons += effect_reasons(m, cfg)
-    f = m.get("faithfulness")
-    if (report.get("golden") or {}).get("is_draft"):
-        reasons.append(report["golden"]["note"])
-    val = report["judge_validation"]
-    if not val["validated"]:
-        reasons.append(f"judge not validated: {val['n_labels']} human label(s) (need "
-                       f"{val['min_labels']}), kappa {_fmt(val['kappa'])} (need ≥ {val['min_kappa']})")
-    if reasons:
-        return {"licensed": False, "sentence": None, "reasons": reasons,
-                "scope": "frozen: given these contexts (never an end-to-end claim)"}
-    sentence = (f"Given these contexts, variant B was more faithful and no less complete than A, "
-                f"paired over {n} questions (faithfulness {f['difference']:+.3f}, 95% CI "
-                f"{_fmt(f['ci_low'])} to {_fmt(f['ci_high'])}, Holm p = {_fmt(f['p_holm'])}), with "
-                f"the judge validated against a human sample of {val['n_labels']} (kappa "
-                f"{_fmt(val['kappa'])}).")
-    return {"licensed": True, "sentence": sentence, "reasons": [],
-            "scope": "frozen: given these contexts (never an end-to-end claim)"}
-
-
-def _fmt(x, nd: int = 3) -> str:
-    if x is None:
-        return "n/a"
-    if isinstance(x, float) and 0 < abs(x) < 10 ** -nd:
-        return f"{x:.1e}"
-    return f"{x:.{nd}f}" if isinstance(x, float) else str(x)
 
 
 def _taxonomy(report, finished, jv, chk, cases):

@@ -21,6 +21,15 @@ from html import escape as _escape
 from typing import Any, Iterable
 
 from .build import SCORE_JUDGES
+from .metrics import pct
+
+
+def level_of(metrics: dict) -> str:
+    """The CI level the metrics were computed at, as printed ('95%' at alpha 0.05)."""
+    for mm in [*metrics.values(), *(metrics.get("abstention") or {}).values()]:
+        if isinstance(mm, dict) and mm.get("conf_level"):
+            return pct(mm["conf_level"])
+    return "95%"
 
 __all__ = ["render_html", "esc"]
 
@@ -232,6 +241,7 @@ def forest_rows(metrics: dict) -> tuple[list[dict], list[str]]:
 
 def svg_forest(metrics: dict) -> str:
     rows, skipped = forest_rows(metrics)
+    lvl = level_of(metrics)
     if not rows:
         return ('<p class="note" id="forest-missing">No metric has a paired difference with a '
                 "confidence interval; no forest plot.</p>")
@@ -250,7 +260,7 @@ def svg_forest(metrics: dict) -> str:
 
     out = [f'<svg id="forest-plot" class="plot" viewBox="0 0 {W} {H}" width="{W}" height="{H}" '
            f'role="img" aria-labelledby="forest-title"><title id="forest-title">Paired differences '
-           "B − A with 95% confidence intervals</title>",
+           f"B − A with {lvl} confidence intervals</title>",
            f'<rect x="0" y="0" width="{W}" height="{H}" fill="#ffffff"/>']
     # grid + ticks
     y_axis = top + row_h * len(rows) + 6
@@ -271,14 +281,14 @@ def svg_forest(metrics: dict) -> str:
     out.append(f'<text x="{_c(x1)}" y="{top - 16}" font-size="12" text-anchor="end" fill="{C_B}">'
                "B higher →</text>")
     out.append(f'<text x="{W - right_w + 12}" y="{top - 16}" font-size="12" font-weight="600">'
-               "B − A  [95% CI]  p (Holm when adjusted)</text>")
+               f"B − A  [{lvl} CI]  p (Holm when adjusted)</text>")
     out.append(f'<text x="{_c((x0 + x1) / 2)}" y="{H - 4}" font-size="12" text-anchor="middle">'
                "difference B − A (metric units)</text>")
     for i, r in enumerate(rows):
         cy = top + row_h * i + row_h / 2
         excl = r["lo"] > 0 or r["hi"] < 0
         colour = (C_B if r["d"] > 0 else C_A) if excl else C_EQUAL
-        tip = (f"{r['label']}: B − A = {_f(r['d'], signed=True)}, 95% CI "
+        tip = (f"{r['label']}: B − A = {_f(r['d'], signed=True)}, {lvl} CI "
                f"{_ci_text(r['lo'], r['hi'])}, n = {_f(r['n'])}, {r['p_kind']} = {_f(r['p'])}; "
                f"{r['direction']}")
         out.append(f'<g class="forest-row" data-metric="{esc(r["key"])}">')
@@ -495,15 +505,25 @@ def _summary(r: dict) -> str:
         out.append('<div class="callout warn">This is a pipeline change, re-measure end to end; the '
                    f"frozen claim does not apply.{(' (' + esc(reasons) + ')') if reasons else ''}</div>")
     if r.get("self_judge"):
-        out.append('<div class="callout warn">The judge is the generator model (self-judging). With '
-                   "the embedded SmolLM2-135M model the verdicts demonstrate the machinery; they are "
-                   "not evidence.</div>")
+        out.append('<div class="callout warn" id="self-judge">The judge is the generator model '
+                   f"(self-judging: <code>{esc(r.get('self_judge_model'))}</code>): its verdicts on "
+                   "its own answers demonstrate the machinery; they are not evidence.</div>")
+    if r.get("estimates_withheld"):
+        out.append(f'<div class="callout warn" id="withheld"><strong>No estimate is shown:</strong> '
+                   f"{esc(r.get('estimates_withheld'))}.</div>")
     pw = _d(_d(r.get("metrics")).get("pairwise"))
     if pw:
+        fav = (f" — significant, in {esc(pw.get('direction'))}'s favour"
+               if pw.get("direction") else "")
         out.append(f"<p>Pairwise (blind, both orders): B won {esc(_f(pw.get('b_wins')))}, A won "
                    f"{esc(_f(pw.get('a_wins')))}, no preference {esc(_f(pw.get('no_preference')))} "
                    f"(of which position-inconsistent {esc(_f(pw.get('position_inconsistent')))}); "
-                   f"sign test p = {esc(_f(pw.get('p_value')))}.</p>")
+                   f"sign test p = {esc(_f(pw.get('p_value')))}, Holm p = "
+                   f"{esc(_f(pw.get('p_holm')))}{fav}.</p>")
+        cav = _d(pw.get("length_bias")).get("caveat")
+        if cav:
+            out.append(f'<div class="callout warn" id="length-caveat"><strong>Length caveat:'
+                       f"</strong> {esc(cav)}.</div>")
     g = _d(r.get("gate"))
     if g:
         reasons = [str(x) for x in _l(g.get("reasons"))]
@@ -533,20 +553,41 @@ def _fixture(r: dict) -> str:
             f"{extra}</p></section>")
 
 
+def judge_validation_html(jv: dict) -> str:
+    """Per-judge agreement with the human labels of its own items (frozen and live reports)."""
+    claim = set(_l(jv.get("claim_judges")))
+    rows = []
+    for j in ("pairwise", "faithfulness", "coverage", "abstention"):
+        b = _d(jv.get(j))
+        if not b:
+            continue
+        rows.append([esc(j), "yes" if j in claim else "no", esc(_f(b.get("n_labels"))),
+                     _fv(b.get("kappa")), esc(_ci_text(b.get("ci_low"), b.get("ci_high"))),
+                     "validated" if b.get("validated") else
+                     f"<strong>not validated</strong>: {esc(b.get('reason'))}"])
+    if not rows:
+        return '<p id="judge-validation">Judge validation: no human labels.</p>'
+    return ('<div id="judge-validation"><h3>Judge validation (human labels, per judge)</h3>'
+            + _table(["judge", "claim rests on it", "labels", "kappa", "CI", "decision"], rows,
+                     num_cols=(2, 3)) + f'<p class="note">Rule: {esc(jv.get("rule"))}.</p></div>')
+
+
 def _checks(m: dict) -> str:
     out = ['<section id="checks"><h2>Deterministic checks (before any judge)</h2>']
     rows = []
     for name, s in _d(m.get("checks")).items():
         s = _d(s)
-        if not s.get("n"):
+        if not (s.get("n_a_applicable") or s.get("n_b_applicable") or s.get("n")):
             continue
         nf = [str(x) for x in _l(s.get("newly_failing"))]
-        rows.append([esc(name), esc(_f(s.get("n"))), _fv(s.get("pass_rate_a")),
-                     _fv(s.get("pass_rate_b")), _fv(s.get("p_value")),
+        rows.append([esc(name), esc(_f(s.get("n_a_applicable", s.get("n")))),
+                     esc(_f(s.get("n_b_applicable", s.get("n")))), _fv(s.get("pass_rate_a")),
+                     _fv(s.get("pass_rate_b")), esc(_f(s.get("n"))), _fv(s.get("p_value")),
                      esc(", ".join(nf[:5]) + ("…" if len(nf) > 5 else "")) or "—"])
     if rows:
-        out.append(_table(["check", "n", "pass A", "pass B", "McNemar mid-p", "newly failing in B"],
-                          rows, num_cols=(1, 2, 3, 4)))
+        out.append(_table(["check", "applies A", "applies B", "pass A", "pass B", "paired n",
+                           "McNemar mid-p", "newly failing in B"], rows,
+                          num_cols=(1, 2, 3, 4, 5, 6)))
     else:
         out.append("<p>No check applied to any case.</p>")
     out.append("</section>")
@@ -557,7 +598,7 @@ def _metrics(r: dict) -> str:
     m = _d(r.get("metrics"))
     out = ['<section id="metrics"><h2>Metric scores</h2>',
            '<figure id="forest-figure">', svg_forest(m),
-           "<figcaption>Paired differences B − A with unadjusted 95% confidence intervals (the "
+           f"<figcaption>Paired differences B − A with unadjusted {level_of(m)} confidence intervals (the "
            "pairwise row is B's win rate minus A's, ties counted half). A filled colour marks an "
            "interval excluding zero; grey intervals include zero. For abstention on answerable cases "
            "a lower rate is better.</figcaption></figure>"]
@@ -579,7 +620,8 @@ def _metrics(r: dict) -> str:
                          esc(_ci_text(mm.get("ci_low"), mm.get("ci_high"))), esc(mm.get("test")),
                          _fv(mm.get("p_value")), _fv(mm.get("p_holm"))])
     if rows:
-        out.append(_table(["metric", "N", "A", "B", "B − A", "95% CI", "test", "p", "Holm p"], rows,
+        out.append(_table(["metric", "N", "A", "B", "B − A", f"{level_of(m)} CI", "test", "p",
+                           "Holm p"], rows,
                           num_cols=(1, 2, 3, 4, 5, 7, 8), cls="metrics"))
     else:
         out.append("<p>No metric was measured.</p>")
@@ -593,21 +635,42 @@ def _metrics(r: dict) -> str:
         mm = _d(m.get(key))
         if mm.get("n_dropped"):
             dr = _d(mm.get("dropped"))
-            notes.append(f"{esc(key)}: {esc(_f(mm.get('n_dropped')))} pair(s) dropped (missing score "
-                         f"on A: {len(_l(dr.get('missing_a_only')))}, on B: "
-                         f"{len(_l(dr.get('missing_b_only')))}, both: {len(_l(dr.get('missing_both')))}).")
+            why = "; ".join(f"{v}: " + ", ".join(f"{k} {n}" for k, n in _d(c).items())
+                            for v, c in _d(dr.get("reasons")).items() if c)
+            notes.append(f"{esc(key)}: {esc(_f(mm.get('n_dropped')))} pair(s) dropped (no score "
+                         f"on A only: {len(_l(dr.get('a_only')))}, on B only: "
+                         f"{len(_l(dr.get('b_only')))}, on both: {len(_l(dr.get('both')))}"
+                         + (f"; {esc(why)}" if why else "") + ").")
+        bound = _d(mm.get("drop_bound"))
+        if bound.get("imputed_a") or bound.get("imputed_b"):
+            notes.append(f"{esc(key)}: worst case for the one-sided drops (B = 0 where only B has no "
+                         f"score, A = 1 where only A has none): B − A = "
+                         f"{esc(_f(bound.get('difference'), signed=True))}, p = "
+                         f"{esc(_f(bound.get('p_value')))} — "
+                         f"{'holds' if bound.get('holds') else '<strong>does not hold</strong>'}.")
         mde = _d(mm.get("mde"))
         if mde and not mm.get("significant"):
-            notes.append(f"{esc(key)}: not significant. With N = {esc(_f(mm.get('n')))} paired "
-                         f"questions, α = {esc(_f(mde.get('alpha')))} (Holm-conservative), two-sided, "
-                         f"80% power, the study can detect a mean difference of ≥ "
-                         f"{esc(_f(mde.get('mde')))} (d_z = {esc(_f(mde.get('d_z')))}, sd_d = "
-                         f"{esc(_f(mm.get('sd_d')))}).")
+            if mde.get("mde") is None:
+                notes.append(f"{esc(key)}: not significant; {esc(mde.get('note'))}.")
+            else:
+                notes.append(f"{esc(key)}: not significant. With N = {esc(_f(mm.get('n')))} paired "
+                             f"questions, α = {esc(_f(mde.get('alpha')))} (Holm-conservative), "
+                             f"two-sided, 80% power, the study can detect a mean difference of ≥ "
+                             f"{esc(_f(mde.get('mde')))} (d_z = {esc(_f(mde.get('d_z')))}, sd_d = "
+                             f"{esc(_f(mm.get('sd_d')))}).")
         ni = _d(mm.get("noninferiority"))
         if ni:
             notes.append(f"{esc(key)} non-inferiority (margin {esc(_f(ni.get('margin')))}): "
-                         f"{'holds' if ni.get('holds') else 'not shown'} (90% lower limit "
-                         f"{esc(_f(ni.get('ci_low_90')))}).")
+                         f"{'holds' if ni.get('holds') else 'not shown'} (lower "
+                         f"{esc(pct(ni.get('conf_level') or 0.9))} limit {esc(_f(ni.get('ci_low')))}).")
+    for sub in ("answerable", "unanswerable"):
+        ni = _d(_d(_d(m.get("abstention")).get(sub)).get("noninferiority"))
+        if ni:
+            lim = ni.get("upper") if sub == "answerable" else ni.get("lower")
+            notes.append(f"abstention ({sub}) non-inferiority (margin {esc(_f(ni.get('margin')))}; "
+                         f"{esc(ni.get('rule'))}): {'holds' if ni.get('holds') else 'not shown'} "
+                         f"(limit {esc(_f(lim))}; needs at least {esc(_f(ni.get('min_n')))} such "
+                         "cases to be able to hold).")
     if notes:
         out.append("<ul>" + "".join(f"<li>{n}</li>" for n in notes) + "</ul>")
     pw = m.get("pairwise")
@@ -624,13 +687,16 @@ def _metrics(r: dict) -> str:
                 f"first-position win rate {esc(_f(pw.get('first_position_win_rate')))}, answer length "
                 f"ratio B/A {esc(_f(pw.get('length_ratio_b_over_a'), 2))}."]
         lb = _d(pw.get("length_bias"))
-        if lb.get("p_value") is not None:
-            diag.append(f"Length bias: logistic regression of a B win on the length difference: "
-                        f"coefficient {esc(_f(lb.get('coef_per_100_chars')))} per 100 chars, p = "
-                        f"{esc(_f(lb.get('p_value')))}"
-                        + (" — wins look explained by length." if lb.get("explained_by_length") else "."))
-        elif lb.get("note"):
-            diag.append(f"Length bias: {esc(lb.get('note'))}.")
+        if lb:
+            diag.append(f"Length: of {esc(_f(lb.get('n_decisive')))} decisive pairs B's answer was "
+                        f"longer in {esc(_f(lb.get('b_longer')))}, shorter in "
+                        f"{esc(_f(lb.get('b_shorter')))}, about equal in "
+                        f"{esc(_f(lb.get('equal_length')))}. "
+                        + (f"Length-controlled B share {esc(_f(lb.get('lc_share_b')))} "
+                           f"({esc(_ci_text(lb.get('lc_ci_low'), lb.get('lc_ci_high')))})."
+                           if lb.get("separable") else
+                           "Preference and length cannot be separated in these data.")
+                        + (f" <strong>{esc(lb.get('caveat'))}.</strong>" if lb.get("caveat") else ""))
         out.append("<ul>" + "".join(f"<li>{d}</li>" for d in diag) + "</ul>")
     else:
         out.append("</figure>")
@@ -640,11 +706,7 @@ def _metrics(r: dict) -> str:
                "higher with B.</figcaption></figure>")
     jv = _d(r.get("judge_validation"))
     if jv:
-        out.append(f'<p>Judge validation: {esc(_f(jv.get("n_labels")))} human label(s) (need '
-                   f'{esc(_f(jv.get("min_labels")))}), kappa {esc(_f(jv.get("kappa")))} (95% CI '
-                   f'{esc(_ci_text(jv.get("ci_low"), jv.get("ci_high")))}, need ≥ '
-                   f'{esc(_f(jv.get("min_kappa")))}) — '
-                   f'{"validated" if jv.get("validated") else "<strong>not validated</strong>"}.</p>')
+        out.append(judge_validation_html(jv))
     pd = r.get("prompt_diff")
     if isinstance(pd, dict):
         parts = ", ".join(str(x) for x in _l(pd.get("changed_parts"))) or "none"

@@ -21,47 +21,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import UserError
-from .build import (HOLM_FAMILY, SCHEMA_VERSION, _binary, _calls, _continuous, _fmt,
-                    _judge_validation, _metric_at, _plain, effect_reasons, load_run)
+from .build import SCHEMA_VERSION, _calls, _judge_validation, load_run
+from .claim import CLAIM_JUDGES, effect_reasons, fmt as _fmt, sentence
+from .metrics import compute_metrics, continuous, metric_at as _metric_at, pct, plain as _plain
 
 VARIANTS = ("A", "B")
 COMPARED = ("pairwise", "faithfulness", "coverage", "abstention_answerable",
             "abstention_unanswerable", "citation_accuracy", "quality", "relevance")
-
-
-def _pairwise(finished, jby, answers, alpha) -> tuple[dict | None, dict]:
-    from .. import stats
-
-    ids = [c for c in finished if (c, "pairwise", "AB") in jby and (c, "pairwise", "BA") in jby]
-    if not ids:
-        return None, {}
-    ab = [jby[(c, "pairwise", "AB")]["verdict"] for c in ids]
-    ba = [jby[(c, "pairwise", "BA")]["verdict"] for c in ids]
-    pc = stats.pairwise_outcomes(ab, ba)
-    st = stats.sign_test(pc.wins, pc.losses)
-    wr = stats.win_rate(pc.wins, pc.losses, pc.ties, conf_level=1 - alpha)
-    cons = stats.position_consistency(ab, ba)
-    len_a = sum(len(answers.get((c, "A")) or "") for c in ids)
-    len_b = sum(len(answers.get((c, "B")) or "") for c in ids)
-
-    def clip(x):
-        return None if x is None else max(-1.0, min(1.0, x))
-
-    return ({"metric": "pairwise", "n": len(ids), "b_wins": pc.wins, "a_wins": pc.losses,
-             "no_preference": pc.ties,
-             "position_inconsistent": sum(1 for x, y in zip(ab, ba) if x != y),
-             "a": 1 - wr.estimate, "b": wr.estimate, "difference": 2 * wr.estimate - 1,
-             "estimate": wr.estimate,
-             "ci_low": clip(None if wr.ci_low is None else 2 * wr.ci_low - 1),
-             "ci_high": clip(None if wr.ci_high is None else 2 * wr.ci_high - 1),
-             "ci_method": "t-interval on per-case scores {1, .5, 0}, as B − A win rates",
-             "test": "sign_test (exact, two-sided, decisive pairs)", "p_value": st.p_value,
-             "p_holm": None,
-             "position_consistency": {"estimate": cons.estimate, "ci_low": cons.ci_low,
-                                      "ci_high": cons.ci_high},
-             "length_ratio_b_over_a": (len_b / len_a) if len_a else None,
-             "judge_context": "the union of the chunks A and B retrieved"},
-            dict(zip(ids, pc.outcomes)))
 
 
 def _retrieval(finished, questions, chunk_ids, alpha) -> dict:
@@ -81,7 +47,7 @@ def _retrieval(finished, questions, chunk_ids, alpha) -> dict:
     used = [c for c in finished if c not in set(excluded)]
     out = {}
     for name, table in (("context_precision", prec), ("context_recall", rec)):
-        m = _continuous(name, table["A"], table["B"], used, alpha)
+        m = continuous(name, table["A"], table["B"], used, alpha)
         for k in ("summary_a", "summary_b", "sensitivity", "mde"):
             m.pop(k, None)
         m.update({"n_excluded_no_relevant_ids": len(excluded),
@@ -200,9 +166,9 @@ def _effect_text(m: dict) -> str:
     f = m.get("faithfulness") or {}
     if f.get("difference") is None:
         return "faithfulness was not measured on any complete pair"
-    return (f"B − A faithfulness {f['difference']:+.3f} (95% CI {_fmt(f.get('ci_low'))} to "
-            f"{_fmt(f.get('ci_high'))}, Holm p = {_fmt(f.get('p_holm'))}), paired over "
-            f"{f.get('n')} questions")
+    return (f"B − A faithfulness {f['difference']:+.3f} ({pct(f.get('conf_level') or 0.95)} CI "
+            f"{_fmt(f.get('ci_low'))} to {_fmt(f.get('ci_high'))}, Holm p = "
+            f"{_fmt(f.get('p_holm'))}), paired over {f.get('n')} questions")
 
 
 def frozen_claim(frozen: dict) -> dict:
@@ -229,19 +195,21 @@ def live_claim(report: dict, cfg, frozen: dict | None) -> dict:
         if len(report["versions"][side]) > 1:
             reasons.append(f"assistant version drift in {side.upper()}: "
                            f"{', '.join(report['versions'][side])}")
-    reasons += effect_reasons(m, cfg)
-    f = m.get("faithfulness")
-    val = report["judge_validation"]
-    if not val["validated"]:
-        fv = (frozen or {}).get("judge_validation") or {}
-        same_judge = frozen and frozen["models"]["judge"]["requested"] == report["models"]["judge"][
-            "requested"]
-        if fv.get("validated") and same_judge:
-            val = {**fv, "source": f"frozen run {frozen['run_id']}"}
-        else:
-            reasons.append(f"judge not validated: {val['n_labels']} human label(s) (need "
-                           f"{val['min_labels']}), kappa {_fmt(val['kappa'])} (need ≥ "
-                           f"{val['min_kappa']})")
+    if report["status"] == "complete":
+        reasons += effect_reasons(m, cfg)
+    # a judge validated on the frozen run with the same judge model stands for the live run
+    val = dict(report["judge_validation"])
+    fv = (frozen or {}).get("judge_validation") or {}
+    same_judge = bool(frozen) and frozen["models"]["judge"]["requested"] == \
+        report["models"]["judge"]["requested"]
+    for j in CLAIM_JUDGES:
+        if not (val.get(j) or {}).get("validated") and (fv.get(j) or {}).get("validated") \
+                and same_judge:
+            val[j] = {**fv[j], "source": f"frozen run {frozen['run_id']}"}
+    if report["status"] == "complete":
+        for j in CLAIM_JUDGES:
+            if j in (report.get("judges") or CLAIM_JUDGES) and not val[j]["validated"]:
+                reasons.append(f"{j} judge not validated: {val[j].get('reason')}")
     retr = m.get("retrieval") or {}
     lat = m.get("latency") or {}
     tail = (f"context precision B {_fmt((retr.get('context_precision') or {}).get('b'))}, recall B "
@@ -253,12 +221,9 @@ def live_claim(report: dict, cfg, frozen: dict | None) -> dict:
                      "no claim is licensed: " + "; ".join(reasons) + ".")
         return {"licensed": False, "sentence": None, "statement": statement, "reasons": reasons,
                 "scope": scope}
-    sentence = (f"End to end, with retriever {r} on corpus {v}, variant B was more faithful and no "
-                f"less complete than A, paired over {f['n']} questions (faithfulness "
-                f"{f['difference']:+.3f}, 95% CI {_fmt(f['ci_low'])} to {_fmt(f['ci_high'])}, Holm "
-                f"p = {_fmt(f['p_holm'])}; {tail}), with the judge validated against a human sample "
-                f"of {val['n_labels']} (kappa {_fmt(val['kappa'])}).")
-    return {"licensed": True, "sentence": sentence, "statement": sentence, "reasons": [],
+    text = sentence(m, val, cfg, prefix=f"End to end, with retriever {r} on corpus {v}")
+    text = text[:-1] + f"; {tail}."
+    return {"licensed": True, "sentence": text, "statement": text, "reasons": [],
             "scope": scope}
 
 
@@ -298,53 +263,25 @@ def build_live_report(store, run_id: str, config=None) -> dict:
     chunks = {k: json.loads(r["retrieved_json"] or "[]") for k, r in items.items()}
     chunk_ids = {k: [c["id"] for c in v] for k, v in chunks.items()}
 
-    def score(judge, v):
-        return {c: (jby.get((c, judge, v)) or {}).get("score") for c in finished}
-
+    jv: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
+    for j in judg:
+        jv[(j["judge"], j["subject"])][j["case_id"]] = j
+    jv = dict(jv)
     metrics: dict[str, Any] = {}
-    pw, outcomes = _pairwise(finished, jby, answers, alpha)
-    if pw:
-        metrics["pairwise"] = pw
-    for judge in ("faithfulness", "coverage", "quality", "relevance"):
-        applicable = [c for c in finished if (c, judge, "A") in jby or (c, judge, "B") in jby]
-        if not applicable:
-            continue
-        m = _continuous(judge, score(judge, "A"), score(judge, "B"), applicable, alpha)
-        if judge == "faithfulness":
-            m["no_claims"] = {v: sorted(c for c in finished if (jby.get((c, judge, v)) or {})
-                                        .get("verdict") == "no_claims") for v in VARIANTS}
-        if judge == "coverage":
-            m["margin"] = cfg.noninferiority_margin
-            sa, sb = score(judge, "A"), score(judge, "B")
-            both = [c for c in applicable if sa.get(c) is not None and sb.get(c) is not None]
-            if len(both) >= 2 and m.get("p_value") is not None:
-                ni = stats.noninferiority_paired_t([sa[c] for c in both], [sb[c] for c in both],
-                                                   cfg.noninferiority_margin, alpha=alpha)
-                m["noninferiority"] = {"margin": cfg.noninferiority_margin, "ci_low_90": ni.ci_low,
-                                       "p_value": ni.p_value, "holds": ni.noninferior}
-        metrics[judge] = m
-    if any(j == "abstention" for (_, j, _) in jby):
-        def abst(v):
-            return {c: ((jby[(c, "abstention", v)]).get("verdict") == "abstained")
-                    if (c, "abstention", v) in jby else None for c in finished}
-        aa, bb = abst("A"), abst("B")
-        ans_ids = [c for c in finished if questions[c].get("answerable", True)]
-        un_ids = [c for c in finished if not questions[c].get("answerable", True)]
-        metrics["abstention"] = {
-            "answerable": _binary("abstention_answerable", aa, bb, ans_ids, alpha,
-                                  margin=cfg.noninferiority_margin),
-            "unanswerable": _binary("abstention_unanswerable", aa, bb, un_ids, alpha),
-            "direction": "difference = B − A abstention rate; on unanswerable (out-of-scope) "
-                         "questions higher is better (the refusal rate)"}
-    metrics["checks"] = _checks(finished, store.checks(run_id), alpha)
-    metrics["retrieval"] = _retrieval(finished, questions, chunk_ids, alpha)
-    metrics["latency"] = _latency(finished, items)
-    family = [(k, _metric_at(metrics, k)) for k in HOLM_FAMILY]
-    family = [(k, m) for k, m in family if m and m.get("p_value") is not None and m.get("n")]
-    if family:
-        h = stats.holm([m["p_value"] for _, m in family], alpha=alpha)
-        for (_, m), p_adj, rej in zip(family, h.p_adjusted, h.reject):
-            m["p_holm"], m["significant"] = p_adj, bool(rej)
+    outcomes: dict[str, str] = {}
+    judges = info.get("judges") or cfg.judges
+    holm: dict[str, Any] = {"alpha": alpha}
+    if status == "complete":
+        metrics, outcomes, holm = compute_metrics(
+            finished, jv, {c: bool(questions[c].get("answerable", True)) for c in finished},
+            {k: len(a or "") for k, a in answers.items()}, cfg, judges)
+        if metrics.get("pairwise"):
+            metrics["pairwise"]["judge_context"] = "the union of the chunks A and B retrieved"
+        metrics["checks"] = _checks(finished, store.checks(run_id), alpha)
+        metrics["retrieval"] = _retrieval(finished, questions, chunk_ids, alpha)
+        metrics["latency"] = _latency(finished, items)
+        holm["note"] = ("members without data count as p = 1; confidence intervals are "
+                        "unadjusted; retrieval metrics are descriptive")
 
     versions = {v.lower(): sorted({r["assistant_version"] for r in rows
                                    if r["variant"] == v and r["assistant_version"]})
@@ -384,11 +321,10 @@ def build_live_report(store, run_id: str, config=None) -> dict:
                    "judge": {"requested": run["judge_model"],
                              "resolved": resolved.get(run["judge_model"], [])}},
         "comparison_kind": "live", "git_commit": run["git_commit"],
-        "judges": info.get("judges"),
+        "judges": judges,
         "judge_validation": _judge_validation(store, run_id, cfg),
         "metrics": metrics,
-        "holm": {"family": [k for k, _ in family], "alpha": alpha,
-                 "note": "confidence intervals are unadjusted; retrieval metrics are descriptive"},
+        "holm": holm,
         "incidents": _incidents(finished, jby, store.claims(run_id), answers, questions,
                                 chunk_ids, cfg),
         "calls": _calls(store, run_id, len(order)),

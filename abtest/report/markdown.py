@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .build import SCORE_JUDGES
+from .metrics import pct
 
 
 def _f(x, nd=3, signed=False):
@@ -68,6 +69,26 @@ def _text_table(rows: list[list], headers: list[str]) -> str:
                      + [line(row) for row in cells])
 
 
+def judge_validation_md(val: dict) -> str:
+    """The per-judge validation table (frozen and live reports)."""
+    from tabulate import tabulate
+
+    claim = set(val.get("claim_judges") or [])
+    rows = []
+    for j in ("pairwise", "faithfulness", "coverage", "abstention"):
+        b = val.get(j)
+        if not b:
+            continue
+        rows.append([j, "yes" if j in claim else "no", b["n_labels"], _f(b.get("kappa")),
+                     f"[{_f(b.get('ci_low'))}, {_f(b.get('ci_high'))}]",
+                     "validated" if b.get("validated") else f"not validated: {b.get('reason')}"])
+    if not rows:
+        return "No human labels."
+    return (tabulate(rows, headers=["judge", "claim rests on it", "labels", "kappa", "CI",
+                                    "decision"], tablefmt="github", disable_numparse=True)
+            + f"\n\nRule: {val.get('rule')}.")
+
+
 def render_markdown(r: dict) -> str:
     from tabulate import tabulate
 
@@ -109,14 +130,23 @@ def render_markdown(r: dict) -> str:
         add("> This is a pipeline change, re-measure end to end; the frozen claim does not apply.")
     if r["self_judge"]:
         add("")
-        add("> The judge is the generator model (self-judging). With the embedded SmolLM2-135M model "
-            "the verdicts demonstrate the machinery; they are not evidence.")
+        add(f"> The judge is the generator model (self-judging: `{r.get('self_judge_model')}`): "
+            "its verdicts on its own answers demonstrate the machinery; they are not evidence.")
+    if r.get("estimates_withheld"):
+        add("")
+        add(f"> **No estimate is shown:** {r['estimates_withheld']}.")
     pw = m.get("pairwise")
     if pw:
         add("")
         add(f"Pairwise (blind, both orders): B won {pw['b_wins']}, A won {pw['a_wins']}, no preference "
             f"{pw['no_preference']} (of which position-inconsistent {pw['position_inconsistent']}); "
-            f"sign test p = {_f(pw['p_value'])}.")
+            f"sign test p = {_f(pw['p_value'])}, Holm p = {_f(pw.get('p_holm'))}"
+            + (f" — significant, in {pw['direction']}'s favour" if pw.get("direction") else "")
+            + ".")
+        cav = (pw.get("length_bias") or {}).get("caveat")
+        if cav:
+            add("")
+            add(f"> **Length caveat:** {cav}.")
     g = r.get("gate")
     if g:
         add("")
@@ -136,13 +166,15 @@ def render_markdown(r: dict) -> str:
     add("")
     rows = []
     for name, s in (m.get("checks") or {}).items():
-        if not s.get("n"):
+        if not (s.get("n_a_applicable") or s.get("n_b_applicable")):
             continue
-        rows.append([name, s["n"], _f(s["pass_rate_a"]), _f(s["pass_rate_b"]), _f(s.get("p_value")),
+        rows.append([name, s.get("n_a_applicable", s["n"]), s.get("n_b_applicable", s["n"]),
+                     _f(s["pass_rate_a"]), _f(s["pass_rate_b"]), s["n"], _f(s.get("p_value")),
                      ", ".join(s.get("newly_failing", [])[:5]) or "—"])
     if rows:
-        add(tabulate(rows, headers=["check", "n", "pass A", "pass B", "McNemar mid-p",
-                                    "newly failing in B"], tablefmt="github"))
+        add(tabulate(rows, headers=["check", "applies A", "applies B", "pass A", "pass B",
+                                    "paired n", "McNemar mid-p", "newly failing in B"],
+                     tablefmt="github", disable_numparse=True))
     else:
         add("No check applied to any case.")
     add("")
@@ -161,23 +193,48 @@ def render_markdown(r: dict) -> str:
             rows.append([f"abstention ({sub})", mm["n"], _f(mm["a"]), _f(mm["b"]),
                          _f(mm["difference"], signed=True), _ci(mm), mm["test"], _f(mm["p_value"]),
                          _f(mm.get("p_holm"))])
-    add(tabulate(rows, headers=["metric", "N", "A", "B", "B − A", "95% CI", "test", "p", "Holm p"],
-                 tablefmt="github", disable_numparse=True))
+    level = pct(1 - (r.get("holm") or {}).get("alpha", 0.05))
+    add(tabulate(rows, headers=["metric", "N", "A", "B", "B − A", f"{level} CI", "test", "p",
+                                "Holm p"], tablefmt="github", disable_numparse=True))
     add("")
     add("Pairwise A/B columns are win rates with ties counted half; abstention columns are rates "
         "(lower is better on answerable cases, higher on unanswerable). CIs are unadjusted; Holm "
-        f"family: {', '.join(r['holm']['family']) or 'none'} ({r['holm']['rule']}).")
+        f"family (fixed from the configured judges): {', '.join(r['holm'].get('family') or []) or 'none'}"
+        f" ({r['holm'].get('rule', 'n/a')}).")
     for key in ("faithfulness", "coverage"):
         mm = m.get(key)
         if mm and mm.get("n_dropped"):
-            add(f"- {key}: {mm['n_dropped']} pair(s) dropped (missing score on A: "
-                f"{len(mm['dropped']['missing_a_only'])}, on B: {len(mm['dropped']['missing_b_only'])}, "
-                f"both: {len(mm['dropped']['missing_both'])}).")
+            dr = mm["dropped"]
+            why = "; ".join(f"{v}: " + ", ".join(f"{k} {n}" for k, n in c.items())
+                            for v, c in (dr.get("reasons") or {}).items() if c)
+            add(f"- {key}: {mm['n_dropped']} pair(s) dropped (no score on A only: "
+                f"{len(dr['a_only'])}, on B only: {len(dr['b_only'])}, on both: {len(dr['both'])}"
+                + (f"; {why}" if why else "") + ").")
+        bound = (mm or {}).get("drop_bound") or {}
+        if mm and (bound.get("imputed_a") or bound.get("imputed_b")):
+            add(f"- {key}: worst case for the one-sided drops (B = 0 where only B has no score, "
+                f"A = 1 where only A has none): B − A = {_f(bound.get('difference'), signed=True)}, "
+                f"p = {_f(bound.get('p_value'))} — {'holds' if bound.get('holds') else 'does not hold'}.")
+        ni = (mm or {}).get("noninferiority")
+        if ni:
+            add(f"- {key} non-inferiority (margin {ni['margin']}): "
+                f"{'holds' if ni.get('holds') else 'not shown'} (lower {pct(ni.get('conf_level', 0.9))} "
+                f"limit {_f(ni.get('ci_low'))}).")
         if mm and mm.get("mde") and not mm.get("significant"):
-            add(f"- {key}: not significant. With N = {mm['n']} paired questions, α = "
-                f"{mm['mde']['alpha']:.3f} (Holm-conservative), two-sided, 80% power, the study can "
-                f"detect a mean difference of ≥ {_f(mm['mde']['mde'])} (d_z = {_f(mm['mde']['d_z'])}, "
-                f"sd_d = {_f(mm['sd_d'])}).")
+            if mm["mde"].get("mde") is None:
+                add(f"- {key}: not significant; {mm['mde'].get('note', 'MDE undefined')}.")
+            else:
+                add(f"- {key}: not significant. With N = {mm['n']} paired questions, α = "
+                    f"{mm['mde']['alpha']:.3f} (Holm-conservative), two-sided, 80% power, the study "
+                    f"can detect a mean difference of ≥ {_f(mm['mde']['mde'])} (d_z = "
+                    f"{_f(mm['mde']['d_z'])}, sd_d = {_f(mm['sd_d'])}).")
+    for sub in ("answerable", "unanswerable"):
+        ni = ((m.get("abstention") or {}).get(sub) or {}).get("noninferiority")
+        if ni:
+            lim = ni.get("upper") if sub == "answerable" else ni.get("lower")
+            add(f"- abstention ({sub}) non-inferiority (margin {ni['margin']}; {ni['rule']}): "
+                f"{'holds' if ni.get('holds') else 'not shown'} (limit {_f(lim)}; needs at least "
+                f"{ni.get('min_n')} such cases to be able to hold).")
     if pw:
         pc = pw["position_consistency"]
         add(f"- Judge diagnostics: position consistency {_f(pc['estimate'])} "
@@ -185,10 +242,14 @@ def render_markdown(r: dict) -> str:
             f"{_f(pw['first_position_win_rate'])}, answer length ratio B/A "
             f"{_f(pw['length_ratio_b_over_a'], 2)}.")
         lb = pw.get("length_bias") or {}
-        if "p_value" in lb:
-            add(f"- Length bias: logistic regression of a B win on the length difference: coefficient "
-                f"{_f(lb['coef_per_100_chars'])} per 100 chars, p = {_f(lb['p_value'])}"
-                + (" — wins look explained by length." if lb["explained_by_length"] else "."))
+        if lb:
+            add(f"- Length: of {lb.get('n_decisive')} decisive pairs B's answer was longer in "
+                f"{lb.get('b_longer')}, shorter in {lb.get('b_shorter')}, about equal in "
+                f"{lb.get('equal_length')}. "
+                + (f"Length-controlled B share {_f(lb['lc_share_b'])} ({_f(lb['lc_ci_low'])} to "
+                   f"{_f(lb['lc_ci_high'])})." if lb.get("separable") else
+                   "Preference and length cannot be separated in these data.")
+                + (f" **{lb['caveat']}.**" if lb.get("caveat") else ""))
     summaries = _score_summaries(m)
     if summaries:
         add("")
@@ -210,6 +271,10 @@ def render_markdown(r: dict) -> str:
         add("```diff")
         add(pd["diff"].rstrip() or "(identical)")
         add("```")
+    add("")
+    add("## Judge validation (human labels, per judge)")
+    add("")
+    add(judge_validation_md(r.get("judge_validation") or {}))
     add("")
     add("## Gate decision")
     add("")

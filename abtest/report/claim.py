@@ -1,0 +1,236 @@
+"""The one sentence abtest exists to say, and the exact reasons when it cannot.
+
+The frozen claim "given these contexts, B was more faithful and no less complete than
+A" is licensed only when every condition in docs/STATISTICS.md holds:
+
+1. the run is complete, a prompt comparison, without model drift or self-judging;
+2. faithfulness B − A is positive and significant after Holm;
+3. it survives the worst-case bound for pairs only one variant left unscored;
+4. coverage is non-inferior (margins.coverage);
+5. refusals on answerable questions did not rise (margins.abstention_answerable);
+6. correct abstention on unanswerable questions did not fall (margins.abstention_unanswerable);
+7. each judge the claim rests on (faithfulness, coverage, abstention) is validated on
+   its own human-labelled items: enough labels and the lower confidence limit of
+   Cohen's kappa at or above review.min_kappa.
+
+The live report uses `effect_reasons` and `validation_reasons` for its own sentence.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from .metrics import pct
+
+CLAIM_JUDGES = ("faithfulness", "coverage", "abstention")
+VALIDATED_JUDGES = ("pairwise", "faithfulness", "coverage", "abstention")
+SCOPE = "frozen: given these contexts (never an end-to-end claim)"
+
+
+def fmt(x, nd: int = 3) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, float) and 0 < abs(x) < 10 ** -nd:
+        return f"{x:.1e}"
+    return f"{x:.{nd}f}" if isinstance(x, float) else str(x)
+
+
+def _signed(x) -> str:
+    return "n/a" if x is None else f"{x:+.3f}"
+
+
+def _faithfulness_reasons(f: dict | None, alpha: float) -> list[str]:
+    if not f or f.get("difference") is None:
+        return ["faithfulness was not measured on any complete pair"]
+    lvl = pct(f.get("conf_level") or 1 - alpha)
+    what = (f"faithfulness B − A = {_signed(f['difference'])} ({lvl} CI {fmt(f['ci_low'])} to "
+            f"{fmt(f['ci_high'])}, Holm p = {fmt(f.get('p_holm'))})")
+    out = []
+    if f.get("p_holm") is None:
+        out.append(f"no test possible: {what}" + (f"; {f['note']}" if f.get("note") else ""))
+    elif f["p_holm"] > alpha:
+        mde = (f.get("mde") or {})
+        tail = ""
+        if mde.get("mde") is not None:
+            tail = f"; the smallest difference this N detects with 80% power is {fmt(mde['mde'])}"
+        elif mde.get("note"):
+            tail = f"; {mde['note']}"
+        out.append(f"not significant: {what}{tail}")
+    elif f["difference"] < 0:
+        out.append(f"significant, in A's favour: {what}")
+    elif f["difference"] == 0:
+        out.append(f"no difference: {what}")
+    dr = f.get("dropped") or {}
+    bound = f.get("drop_bound") or {}
+    one_sided = len(dr.get("a_only") or []) + len(dr.get("b_only") or [])
+    if one_sided and f["difference"] > 0 and not bound.get("holds"):
+        why_b = ", ".join(f"{k} {v}" for k, v in ((dr.get("reasons") or {}).get("B") or {}).items())
+        out.append(f"the faithfulness gain does not survive the pairs only one variant left "
+                   f"unscored ({len(dr.get('b_only') or [])} without a B score"
+                   + (f": {why_b}" if why_b else "") + f", {len(dr.get('a_only') or [])} without "
+                   f"an A score): counting them at the worst case for B, B − A = "
+                   f"{_signed(bound.get('difference'))} (p = {fmt(bound.get('p_value'))})")
+    return out
+
+
+def _binary_reason(m: dict | None, label: str, alpha: float, remedy: str) -> str | None:
+    if not m or not m.get("n"):
+        return f"no {label.split(' on ')[-1]}: {remedy}"
+    ni = m.get("noninferiority") or {}
+    if ni.get("holds"):
+        return None
+    lvl = pct(1 - 2 * alpha)
+    if m.get("better") == "higher":
+        worse = (m.get("difference") or 0) < 0
+        lim = f"lower {lvl} limit {fmt(ni.get('lower'))} ≤ −{ni.get('margin')}"
+        head = f"{label} {'fell' if worse else 'not shown not to fall'}"
+    else:
+        worse = (m.get("difference") or 0) > 0
+        lim = f"upper {lvl} limit {fmt(ni.get('upper'))} ≥ {ni.get('margin')}"
+        head = f"{label} {'rose' if worse else 'not shown not to rise'}"
+    text = f"{head}: B − A = {_signed(m.get('difference'))}, {lim} (the margin)"
+    if ni.get("min_n") and m["n"] < ni["min_n"]:
+        text += (f"; with {m['n']} such cases it cannot hold at this margin: it needs at least "
+                 f"{ni['min_n']}")
+    return text
+
+
+def effect_reasons(m: dict, cfg) -> list[str]:
+    """Why the measured effect does not license the claim (frozen and live alike)."""
+    alpha = cfg.alpha
+    reasons = _faithfulness_reasons(m.get("faithfulness"), alpha)
+    c = m.get("coverage")
+    if c is None:
+        reasons.append("coverage was not measured (the coverage judge is off, or no case has "
+                       "key points or a reference answer)")
+    elif c.get("difference") is None:
+        reasons.append("coverage was not measured on any complete pair")
+    elif not (c.get("noninferiority") or {}).get("holds"):
+        ni = c.get("noninferiority") or {}
+        reasons.append(f"coverage not shown non-inferior: B − A = {_signed(c['difference'])}, "
+                       f"lower {pct(1 - 2 * alpha)} limit {fmt(ni.get('ci_low'))} ≤ "
+                       f"−{ni.get('margin')} (the margin)")
+    ab = m.get("abstention")
+    if ab is None:
+        reasons.append("refusals were not measured (the abstention judge is off): a variant "
+                       "that refuses more can look more faithful")
+    else:
+        for r in (_binary_reason(ab.get("answerable"), "refusals on answerable cases", alpha,
+                                 "refusals on answerable questions cannot be checked"),
+                  _binary_reason(ab.get("unanswerable"), "correct abstention on unanswerable "
+                                 "cases", alpha, "cannot show that B still abstains when the "
+                                 "context lacks the answer (add some with `abtest fixtures "
+                                 "add-unanswerable`)")):
+            if r:
+                reasons.append(r)
+    return reasons
+
+
+def validation_reasons(val: dict, judges: Iterable[str] | None = None) -> list[str]:
+    """One reason per judge the claim rests on that is not validated."""
+    out = []
+    for j in CLAIM_JUDGES:
+        if judges is not None and j not in judges:
+            continue  # effect_reasons already says the judge is off
+        b = val.get(j) or {}
+        if b.get("validated"):
+            continue
+        out.append(f"{j} judge not validated: {b.get('reason') or 'no human labels'}")
+    return out
+
+
+def judge_validation(pairs_by_judge: dict[str, list[tuple[Any, Any]]], cfg) -> dict:
+    """Per judge: Cohen's kappa of its verdicts against human labels on its own items.
+
+    Validated when there are at least review.min_labels labels and the lower (1 − alpha)
+    limit of kappa is at least review.min_kappa: the point estimate alone lets a judge
+    pass on luck in a small sample."""
+    from .. import stats
+
+    lvl = 1 - cfg.alpha
+    rv = cfg.review
+    out: dict[str, Any] = {}
+    for judge in VALIDATED_JUDGES:
+        pairs = [(j, h) for j, h in pairs_by_judge.get(judge, []) if j is not None and h is not None]
+        b: dict[str, Any] = {"n_labels": len(pairs), "kappa": None, "ci_low": None,
+                             "ci_high": None, "agreement": None, "validated": False}
+        if len(pairs) >= 2:
+            k = stats.cohen_kappa([p[0] for p in pairs], [p[1] for p in pairs], conf_level=lvl)
+            b.update({"kappa": k.kappa, "ci_low": k.ci_low, "ci_high": k.ci_high,
+                      "agreement": k.p_observed})
+            if k.note:
+                b["note"] = k.note
+        if len(pairs) < rv.min_labels:
+            b["reason"] = f"{len(pairs)} human label(s) of its items (need {rv.min_labels})"
+        elif b["kappa"] is None:
+            b["reason"] = (f"kappa undefined ({b.get('note') or 'no variation in the labels'}): "
+                           "label items of both kinds")
+        elif b["ci_low"] is None or b["ci_low"] < rv.min_kappa:
+            b["reason"] = (f"kappa {fmt(b['kappa'])}, lower {pct(lvl)} limit {fmt(b['ci_low'])} "
+                           f"< {rv.min_kappa}")
+        else:
+            b["validated"] = True
+        out[judge] = b
+    out["claim_judges"] = list(CLAIM_JUDGES)
+    out["validated"] = all(out[j]["validated"] for j in CLAIM_JUDGES)
+    out["rule"] = (f"each judge on its own items: ≥ {rv.min_labels} human labels and the lower "
+                   f"{pct(lvl)} limit of Cohen's kappa ≥ {rv.min_kappa}")
+    out["min_labels"], out["min_kappa"] = rv.min_labels, rv.min_kappa
+    return out
+
+
+def licensed_claim(report: dict, cfg) -> dict:
+    """The licensed sentence only when every condition holds; otherwise exactly why not."""
+    reasons = []
+    m = report["metrics"]
+    if report["status"] != "complete":
+        reasons.append(f"incomplete run: {len(report['unfinished_cases'])} case(s) unfinished; "
+                       "nothing is estimated until it is complete (`abtest run --resume`)")
+    if report["comparison_kind"] == "pipeline_change":
+        reasons.append("pipeline change: this is a pipeline change, re-measure end to end; the "
+                       "frozen claim does not apply (" + "; ".join(report["pipeline_reasons"]) + ")")
+    elif report["comparison_kind"] == "model":
+        reasons.append("model comparison: the variants use different generator models, so this is "
+                       "not a prompt comparison")
+    for role in ("generator", "judge"):
+        if len(report["models"][role]["resolved"]) > 1:
+            reasons.append(f"model version drift: the {role} resolved to "
+                           f"{', '.join(report['models'][role]['resolved'])}")
+    if report["self_judge"]:
+        reasons.append("self-judging: the judge model is the generator model")
+    if report["status"] == "complete":
+        reasons += effect_reasons(m, cfg)
+    if (report.get("golden") or {}).get("is_draft"):
+        reasons.append(report["golden"]["note"])
+    val = report["judge_validation"]
+    if report["status"] == "complete":
+        reasons += validation_reasons(val, report.get("judges"))
+    if reasons:
+        return {"licensed": False, "sentence": None, "reasons": reasons, "scope": SCOPE}
+    return {"licensed": True, "sentence": sentence(m, val, cfg), "reasons": [], "scope": SCOPE}
+
+
+def sentence(m: dict, val: dict, cfg, prefix: str = "Given these contexts") -> str:
+    f, c = m["faithfulness"], m["coverage"]
+    ab = m["abstention"]
+    dr = f.get("dropped") or {}
+    n_drop = f.get("n_dropped") or 0
+    dropped = ""
+    if n_drop:
+        dropped = (f"; {n_drop} dropped for an answer without a factual claim (A {len(dr['a_only'])}, "
+                   f"B {len(dr['b_only'])}, both {len(dr['both'])}), the gain holding at the worst "
+                   "case for them")
+    kappas = ", ".join(f"{j} {fmt(val[j]['kappa'])} (lower limit {fmt(val[j]['ci_low'])}, "
+                       f"{val[j]['n_labels']} labels)" for j in CLAIM_JUDGES)
+    lvl = pct(f.get("conf_level") or 1 - cfg.alpha)
+    return (f"{prefix}, variant B was more faithful and no less complete than A, paired over "
+            f"{f['n']} questions{dropped} (faithfulness {f['difference']:+.3f}, {lvl} CI "
+            f"{fmt(f['ci_low'])} to {fmt(f['ci_high'])}, Holm p = {fmt(f['p_holm'])}; coverage "
+            f"B − A {c['difference']:+.3f}, margin {c['noninferiority']['margin']}; refusals on "
+            f"answerable questions B − A {_signed(ab['answerable']['difference'])}, margin "
+            f"{ab['answerable']['noninferiority']['margin']}; correct abstention on unanswerable "
+            f"questions B − A {_signed(ab['unanswerable']['difference'])}, margin "
+            f"{ab['unanswerable']['noninferiority']['margin']}), with each judge validated against "
+            f"a human sample (kappa: {kappas}).")

@@ -1,0 +1,506 @@
+"""The report's statistics from per-case judge verdicts.
+
+One function, `compute_metrics`, serves the frozen report, the live report and the
+validity simulation (scripts/validity_sim.py), so the numbers the simulation checks are
+the numbers users read. Inputs are plain maps; nothing here reads a store.
+
+Conventions (docs/STATISTICS.md): differences are B − A; every CI is clipped to the
+range its quantity can take; the Holm family is fixed from the configured judges before
+any data is seen, and a member without data enters it as p = 1.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import asdict, is_dataclass
+from datetime import date, datetime
+from typing import Any, Callable, Mapping
+
+# the Holm family, in this order, and the judge each member needs
+HOLM_FAMILY = ("pairwise", "faithfulness", "coverage", "abstention_answerable",
+               "abstention_unanswerable")
+FAMILY_JUDGE = {"pairwise": "pairwise", "faithfulness": "faithfulness", "coverage": "coverage",
+                "abstention_answerable": "abstention", "abstention_unanswerable": "abstention"}
+# judges that give each answer a 0–1 score: summarised, compared and shown per case alike
+SCORE_JUDGES = ("faithfulness", "coverage", "quality", "relevance", "conformance")
+DIFF_LIMITS = (-1.0, 1.0)  # the range of a difference of two 0–1 scores or rates
+# a length difference below this share of the pair's mean length counts as "equal length"
+LENGTH_TOLERANCE = 0.05
+
+JudgeMap = Mapping[tuple[str, str], Mapping[str, Mapping[str, Any]]]
+_NONE: dict = {}  # read-only stand-in for an absent map or row
+
+
+def plain(obj: Any) -> Any:
+    """Dataclasses, tuples and dates as JSON-ready values."""
+    if is_dataclass(obj):
+        return {k: plain(v) for k, v in asdict(obj).items()}
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, (datetime, date)):
+        return obj.isoformat()
+    return obj
+
+
+def pct(level: float) -> str:
+    """A confidence level as people write it: 0.95 -> '95%', 0.9 -> '90%', 0.98 -> '98%'."""
+    return f"{100 * level:.10g}%"
+
+
+def holm_family(judges) -> list[str]:
+    """The family members the configured judges can measure, fixed before the run."""
+    js = set(judges or ())
+    return [k for k in HOLM_FAMILY if FAMILY_JUDGE[k] in js]
+
+
+def _clip(x, lo=DIFF_LIMITS[0], hi=DIFF_LIMITS[1]):
+    return None if x is None else min(hi, max(lo, x))
+
+
+def direction(m: dict, alpha: float) -> str | None:
+    """'B' or 'A' when the metric's difference is significant after Holm, else None."""
+    if not m or m.get("difference") is None or m.get("p_holm") is None:
+        return None
+    if m["p_holm"] > alpha or m["difference"] == 0:
+        return None
+    return "B" if m["difference"] > 0 else "A"
+
+
+# --------------------------------------------------------------------------- continuous
+
+def continuous(metric: str, a_by: Mapping[str, float | None], b_by: Mapping[str, float | None],
+               ids: list[str], alpha: float, *, family_size: int = 1,
+               reason: Callable[[str, str], str] | None = None) -> dict:
+    """Paired t (primary), R-compatible Wilcoxon (secondary), Pratt (sensitivity) on the pairs
+    where both sides have a score. Pairs dropped are listed per variant with their reasons
+    (`reason(case_id, "A"|"B")`, default "no score")."""
+    from .. import stats
+
+    reason = reason or (lambda _cid, _v: "no score")
+    a_only, b_only, both = [], [], []
+    used = []
+    for cid in ids:
+        a, b = a_by.get(cid), b_by.get(cid)
+        if a is None and b is None:
+            both.append(cid)
+        elif a is None:
+            a_only.append(cid)
+        elif b is None:
+            b_only.append(cid)
+        else:
+            used.append((cid, a, b))
+    why = {"A": Counter(reason(c, "A") for c in a_only + both),
+           "B": Counter(reason(c, "B") for c in b_only + both)}
+    dropped = {"a_only": a_only, "b_only": b_only, "both": both,
+               "reasons": {v: dict(sorted(c.items())) for v, c in why.items()},
+               "note": "a_only: A has no score and B has one; b_only: the reverse"}
+    level = 1 - alpha
+    out: dict[str, Any] = {"metric": metric, "n": len(used), "dropped": dropped,
+                           "n_dropped": len(a_only) + len(b_only) + len(both),
+                           "a": None, "b": None, "difference": None, "ci_low": None,
+                           "ci_high": None, "conf_level": level, "test": "paired_t",
+                           "p_value": None, "p_holm": None, "significant": False,
+                           "direction": None}
+    if not used:
+        out["note"] = "no case has a score on both sides"
+        return out
+    a = [x[1] for x in used]
+    b = [x[2] for x in used]
+    t = stats.paired_t(a, b, conf_level=level, limits=DIFF_LIMITS)
+    w = stats.wilcoxon(a, b)
+    wp = stats.wilcoxon(a, b, zero_method="pratt", method="asymptotic")
+    out.update({"a": sum(a) / len(a), "b": sum(b) / len(b), "difference": t.mean_diff,
+                "ci_low": t.ci_low, "ci_high": t.ci_high,
+                "ci_method": f"paired t, {pct(level)}, unadjusted, clipped to [-1, 1]",
+                "p_value": t.p_value, "d_z": t.d_z, "sd_d": t.sd_d,
+                "secondary": {"test": f"wilcoxon (R-compatible: zeros dropped, {w.method}"
+                                      + (", continuity correction" if w.method != "exact" else "")
+                                      + ")", "method": w.method, "p_value": w.p_value,
+                              "n_used": w.n_used},
+                "sensitivity": {"test": "wilcoxon pratt", "p_value": wp.p_value},
+                "summary_a": plain(stats.summary(a)), "summary_b": plain(stats.summary(b))})
+    if len(used) < 30:
+        bs = stats.bootstrap_mean_diff_ci(a, b, n_boot=5000, seed=0, conf_level=level)
+        out["bootstrap"] = {"ci_low": bs.ci_low, "ci_high": bs.ci_high, "n_boot": 5000, "seed": 0}
+    if t.sd_d and len(used) >= 2:
+        a_m = alpha / max(1, family_size)
+        mde = stats.mde_paired_t(len(used), t.sd_d, alpha=a_m)
+        block = {"mde": mde.mde, "d_z": mde.d_z, "alpha": a_m, "power": 0.8, "sd_d": t.sd_d}
+        if mde.mde is not None and mde.mde > DIFF_LIMITS[1]:
+            block["mde"] = None
+            block["note"] = (f"with {len(used)} pairs no difference within the 0–1 scale is "
+                             "detectable with 80% power")
+        out["mde"] = block
+    if t.note:
+        out["note"] = t.note
+    return out
+
+
+def drop_bound(a_by: Mapping[str, float | None], b_by: Mapping[str, float | None],
+               ids: list[str], alpha: float) -> dict:
+    """The faithfulness effect under the worst case for B's one-sided drops: a pair where only
+    B has no score (B refused or made no claim) counts B = 0; a pair where only A has none
+    counts A = 1. Pairs where neither has a score stay out (both behaved alike)."""
+    from .. import stats
+
+    a, b, n_a, n_b = [], [], 0, 0
+    for cid in ids:
+        x, y = a_by.get(cid), b_by.get(cid)
+        if x is None and y is None:
+            continue
+        if y is None:
+            x, y, n_b = x, 0.0, n_b + 1
+        elif x is None:
+            x, y, n_a = 1.0, y, n_a + 1
+        a.append(x)
+        b.append(y)
+    out = {"method": "worst case for B: a pair missing only B's score counts B = 0, a pair "
+                     "missing only A's score counts A = 1; paired t",
+           "imputed_b": n_b, "imputed_a": n_a, "n": len(a), "difference": None,
+           "ci_low": None, "ci_high": None, "p_value": None, "holds": False}
+    if len(a) < 2:
+        return out
+    t = stats.paired_t(a, b, conf_level=1 - alpha, limits=DIFF_LIMITS)
+    out.update({"difference": t.mean_diff, "ci_low": t.ci_low, "ci_high": t.ci_high,
+                "p_value": t.p_value,
+                "holds": bool(t.mean_diff is not None and t.mean_diff > 0
+                              and t.p_value is not None and t.p_value <= alpha)})
+    return out
+
+
+def noninferiority_continuous(a_by, b_by, ids: list[str], margin: float, alpha: float) -> dict:
+    from .. import stats
+
+    both = [c for c in ids if a_by.get(c) is not None and b_by.get(c) is not None]
+    out = {"margin": margin, "conf_level": 1 - 2 * alpha, "ci_low": None, "p_value": None,
+           "holds": False, "rule": f"lower {pct(1 - 2 * alpha)} limit of B − A > −margin"}
+    if len(both) < 2:
+        out["note"] = "fewer than 2 pairs"
+        return out
+    ni = stats.noninferiority_paired_t([a_by[c] for c in both], [b_by[c] for c in both], margin,
+                                       alpha=alpha)
+    out.update({"ci_low": _clip(ni.ci_low), "p_value": ni.p_value, "holds": ni.noninferior})
+    if ni.note:
+        out["note"] = ni.note
+    return out
+
+
+# --------------------------------------------------------------------------- binary
+
+def min_n_binary_noninferiority(margin: float, alpha: float) -> int | None:
+    """The fewest pairs for which a binary non-inferiority test at `margin` can hold at all:
+    with no discordant pair the upper (1 − 2α) Tango limit is z²/(N + z²), which must fall
+    below the margin (docs/STATISTICS.md)."""
+    from scipy import stats as st
+
+    if margin <= 0:
+        return None
+    z2 = float(st.norm.ppf(1 - alpha)) ** 2
+    return int(math.floor(z2 * (1 - margin) / margin)) + 1
+
+
+def binary(name: str, a_by: Mapping[str, bool | None], b_by: Mapping[str, bool | None],
+           ids: list[str], alpha: float, *, margin: float | None = None,
+           higher_is_better: bool = False) -> dict:
+    """Paired 2×2 of abstention, difference B − A (B is the first condition of the table).
+
+    The non-inferiority rule depends on which way is better: where abstaining is an error
+    (answerable questions) B may exceed A by less than the margin (upper limit < margin);
+    where it is correct (unanswerable) B may fall short of A by less than the margin
+    (lower limit > −margin)."""
+    from .. import stats
+
+    used = [(cid, a_by[cid], b_by[cid]) for cid in ids if a_by.get(cid) is not None
+            and b_by.get(cid) is not None]
+    out: dict[str, Any] = {"metric": name, "n": len(used), "n_dropped": len(ids) - len(used),
+                           "a": None, "b": None, "difference": None, "ci_low": None,
+                           "ci_high": None, "conf_level": 1 - alpha, "test": "mcnemar_midp",
+                           "p_value": None, "p_holm": None, "significant": False,
+                           "direction": None,
+                           "better": "higher" if higher_is_better else "lower"}
+    if margin is not None:
+        out["noninferiority"] = {"margin": margin, "holds": False,
+                                 "min_n": min_n_binary_noninferiority(margin, alpha),
+                                 "rule": (f"lower {pct(1 - 2 * alpha)} Tango limit of B − A > "
+                                          "−margin") if higher_is_better else
+                                         (f"upper {pct(1 - 2 * alpha)} Tango limit of B − A < "
+                                          "margin")}
+    if not used:
+        out["note"] = "no cases in this subset"
+        return out
+    n11 = sum(1 for _, a, b in used if a and b)
+    b_only = sum(1 for _, a, b in used if b and not a)
+    a_only = sum(1 for _, a, b in used if a and not b)
+    n00 = len(used) - n11 - b_only - a_only
+    m = stats.mcnemar(a_only, b_only, method="midp")
+    ci = stats.paired_proportion_diff_ci(n11, b_only, a_only, n00, method="tango",
+                                         conf_level=1 - alpha)
+    out.update({"a": (n11 + a_only) / len(used), "b": (n11 + b_only) / len(used),
+                "difference": ci.estimate, "ci_low": ci.ci_low, "ci_high": ci.ci_high,
+                "ci_method": f"Tango score, {pct(1 - alpha)}, unadjusted", "p_value": m.p_value,
+                "table": {"both": n11, "a_only": a_only, "b_only": b_only, "neither": n00},
+                "secondary": {"p_exact": m.p_exact, "p_chi2": m.p_chi2}})
+    if margin is not None:
+        ci2 = stats.paired_proportion_diff_ci(n11, b_only, a_only, n00, method="tango",
+                                              conf_level=1 - 2 * alpha)
+        ni = out["noninferiority"]
+        if higher_is_better:
+            ni.update({"lower": ci2.ci_low, "holds": bool(ci2.ci_low > -margin)})
+        else:
+            ni.update({"upper": ci2.ci_high, "holds": bool(ci2.ci_high < margin)})
+    if a_only + b_only == 0:
+        out["note"] = "no discordant pairs"
+    return out
+
+
+# --------------------------------------------------------------------------- pairwise
+
+def pairwise(ids: list[str], ab: list, ba: list, len_a: list[int], len_b: list[int],
+             alpha: float) -> tuple[dict, dict[str, str]]:
+    from .. import stats
+
+    pc = stats.pairwise_outcomes(ab, ba)
+    outcomes = dict(zip(ids, pc.outcomes))
+    sign = stats.sign_test(pc.wins, pc.losses, conf_level=1 - alpha)
+    wr = stats.win_rate(pc.wins, pc.losses, pc.ties, conf_level=1 - alpha)
+    cons = stats.position_consistency(ab, ba, conf_level=1 - alpha)
+    first = sum(1 for x in ab if x == "A") + sum(1 for x in ba if x == "B")
+    decided = sum(1 for x in list(ab) + list(ba) if x in ("A", "B"))
+    m = {
+        "metric": "pairwise", "n": len(ids), "b_wins": pc.wins, "a_wins": pc.losses,
+        "no_preference": pc.ties, "position_inconsistent": pc.inconsistent,
+        "judge_errors": pc.errors,
+        "a": 1 - wr.estimate, "b": wr.estimate,
+        "difference": 2 * wr.estimate - 1, "estimate": wr.estimate,
+        "win_rate_ci": {"ci_low": wr.ci_low, "ci_high": wr.ci_high},
+        "ci_low": _clip(None if wr.ci_low is None else 2 * wr.ci_low - 1),
+        "ci_high": _clip(None if wr.ci_high is None else 2 * wr.ci_high - 1),
+        "conf_level": 1 - alpha,
+        "ci_method": "t-interval on per-case scores {1, .5, 0}, as B − A win rates (ties half), "
+                     "clipped to [-1, 1]",
+        "test": "sign_test (exact, two-sided, decisive pairs)", "p_value": sign.p_value,
+        "p_holm": None, "significant": False, "direction": None, "midp": sign.midp,
+        "decisive_share_b": {"estimate": sign.estimate, "ci_low": sign.ci_low,
+                             "ci_high": sign.ci_high, "method": "Wilson"},
+        "position_consistency": {"estimate": cons.estimate, "ci_low": cons.ci_low,
+                                 "ci_high": cons.ci_high, "n": cons.n,
+                                 "biased_to_first": cons.biased_to_first,
+                                 "biased_to_second": cons.biased_to_second},
+        "first_position_win_rate": (first / decided) if decided else None,
+        "length_ratio_b_over_a": (sum(len_b) / sum(len_a)) if sum(len_a) else None,
+    }
+    m["length_bias"] = length_bias(pc.outcomes, len_a, len_b, alpha)
+    return m, outcomes
+
+
+def length_bias(outcomes, len_a: list[int], len_b: list[int], alpha: float) -> dict:
+    """Can the pairwise preference be told apart from answer length?
+
+    A length-controlled share of B wins among decisive pairs, as AlpacaEval 2 does it:
+    logit P(B wins) = b0 + b1·tanh((len_B − len_A)/sd), read at equal length (σ(b0)).
+    That needs pairs where B is the longer answer and pairs where it is the shorter one:
+    when B is longer (or shorter) in nearly every decisive pair, length and variant are
+    the same thing and no model can separate them — then `separable` is False and the
+    preference is reported with that caveat, never as a clean win."""
+    import numpy as np
+
+    dec = [(o, la, lb) for o, la, lb in zip(outcomes, len_a, len_b) if o in ("A", "B")]
+    n = len(dec)
+    out: dict[str, Any] = {"n_decisive": n, "method": "length-controlled win share (AlpacaEval 2 "
+                           "style logistic regression on tanh of the standardized length "
+                           "difference)", "separable": False, "lc_share_b": None,
+                           "lc_ci_low": None, "lc_ci_high": None, "explained_by_length": None,
+                           "caveat": None}
+
+    def side(la, lb):
+        if abs(lb - la) <= LENGTH_TOLERANCE * max(1.0, (la + lb) / 2):
+            return 0
+        return 1 if lb > la else -1
+
+    sides = [side(la, lb) for _, la, lb in dec]
+    longer_b, shorter_b = sides.count(1), sides.count(-1)
+    out.update({"b_longer": longer_b, "b_shorter": shorter_b, "equal_length": sides.count(0)})
+    wins, losses = sum(1 for o, _, _ in dec if o == "B"), sum(1 for o, _, _ in dec if o == "A")
+    favoured = "B" if wins > losses else "A" if losses > wins else None
+    # the favoured side's answers were the longer ones in most decisive pairs
+    fav_longer = (favoured == "B" and longer_b > shorter_b) or \
+                 (favoured == "A" and shorter_b > longer_b)
+    minority = min(longer_b, shorter_b)
+    if n >= 8 and minority >= max(3, math.ceil(0.1 * n)):
+        diffs = np.array([lb - la for _, la, lb in dec], dtype=float)
+        sd = float(diffs.std(ddof=1)) or 1.0
+        x = np.tanh(diffs / sd)
+        y = np.array([1.0 if o == "B" else 0.0 for o, _, _ in dec])
+        fit = _logit(x, y)
+        if fit is not None:
+            b0, se0, b1, p1 = fit
+            from scipy import stats as st
+
+            z = float(st.norm.ppf(1 - alpha / 2))
+            sig = (lambda v: 1 / (1 + math.exp(-v)))
+            out.update({"separable": True, "lc_share_b": sig(b0), "lc_ci_low": sig(b0 - z * se0),
+                        "lc_ci_high": sig(b0 + z * se0), "length_coef": b1,
+                        "length_p_value": p1})
+            shown = out["lc_ci_low"] > 0.5 if favoured == "B" else out["lc_ci_high"] < 0.5
+            out["explained_by_length"] = bool(favoured is not None and fav_longer and not shown)
+        else:
+            out["note"] = "wins follow length exactly (perfect separation): no estimate at equal length"
+    if favoured is None or not fav_longer:
+        return out
+    longer_n = longer_b if favoured == "B" else shorter_b
+    if not out["separable"]:
+        out["explained_by_length"] = None
+        out["caveat"] = (f"{favoured}'s preference cannot be separated from answer length: "
+                         f"{favoured}'s answer was the longer one in {longer_n} of {n} decisive pairs")
+    elif out["explained_by_length"]:
+        out["caveat"] = (f"{favoured}'s preference is not shown once length is controlled: "
+                         f"length-controlled B share {out['lc_share_b']:.3f} "
+                         f"({pct(1 - alpha)} CI {out['lc_ci_low']:.3f} to {out['lc_ci_high']:.3f})")
+    return out
+
+
+def _logit(x, y):
+    """(b0, se(b0), b1, p(b1)) of a two-parameter logistic fit, or None when it cannot fit."""
+    import warnings
+
+    import numpy as np
+    from statsmodels.discrete.discrete_model import Logit
+
+    if len(set(y.tolist())) < 2:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            fit = Logit(y, np.column_stack([np.ones(len(x)), x])).fit(disp=0)
+            b0, b1 = (float(v) for v in fit.params)
+            se0 = float(fit.bse[0])
+            p1 = float(fit.pvalues[1])
+        except Exception:  # perfect separation, singular matrix
+            return None
+    if not all(math.isfinite(v) for v in (b0, b1, se0)) or abs(b1) > 30:
+        return None
+    return b0, se0, b1, p1
+
+
+# --------------------------------------------------------------------------- everything
+
+def compute_metrics(finished: list[str], jv: JudgeMap, answerable: Mapping[str, bool],
+                    lengths: Mapping[tuple[str, str], int], cfg, judges) -> tuple[dict, dict, dict]:
+    """(metrics, pairwise outcome per case, Holm info) over the finished cases.
+
+    `jv[(judge, subject)][case_id]` is a judgment row with at least `verdict` and `score`
+    (subject "A"/"B", "AB"/"BA" for pairwise, "case" for keywords); `lengths[(case_id, v)]`
+    is an answer's length in characters; `judges` the configured judge list, which fixes
+    the Holm family."""
+    from .. import stats
+
+    alpha = cfg.alpha
+    family = holm_family(judges)
+    metrics: dict[str, Any] = {}
+    outcomes: dict[str, str] = {}
+
+    def score(judge: str, v: str) -> dict[str, float | None]:
+        d = jv.get((judge, v), _NONE)
+        return {cid: (d.get(cid) or _NONE).get("score") for cid in finished}
+
+    abst = {v: jv.get(("abstention", v), _NONE) for v in ("A", "B")}
+
+    def why_no_score(cid: str, v: str) -> str:
+        j = jv.get(("faithfulness", v), _NONE).get(cid) or _NONE
+        if (abst[v].get(cid) or _NONE).get("verdict") == "abstained":
+            return "abstained"
+        if j.get("verdict") == "no_claims":
+            return "no factual claim"
+        return "no score"
+
+    pab, pba = jv.get(("pairwise", "AB"), _NONE), jv.get(("pairwise", "BA"), _NONE)
+    pw_ids = [cid for cid in finished if cid in pab and cid in pba]
+    if pw_ids:
+        metrics["pairwise"], outcomes = pairwise(
+            pw_ids, [pab[c]["verdict"] for c in pw_ids], [pba[c]["verdict"] for c in pw_ids],
+            [lengths.get((c, "A"), 0) for c in pw_ids], [lengths.get((c, "B"), 0) for c in pw_ids],
+            alpha)
+    for judge in SCORE_JUDGES:
+        ja, jb = jv.get((judge, "A"), _NONE), jv.get((judge, "B"), _NONE)
+        applicable = [cid for cid in finished if cid in ja or cid in jb]
+        if not applicable:
+            continue
+        sa, sb = score(judge, "A"), score(judge, "B")
+        m = continuous(judge, sa, sb, applicable, alpha, family_size=len(family),
+                       reason=why_no_score if judge == "faithfulness" else None)
+        if judge == "faithfulness":
+            m["no_claims"] = {v: sorted(cid for cid in finished
+                                        if (d.get(cid) or _NONE).get("verdict") == "no_claims")
+                              for v, d in (("A", ja), ("B", jb))}
+            m["note_no_claims"] = ("an answer with no factual claim (an abstention) has no "
+                                   "faithfulness score; its pair is dropped and counted per "
+                                   "variant, and the claim must survive the worst-case drop bound")
+            m["drop_bound"] = drop_bound(sa, sb, applicable, alpha)
+        if judge == "relevance":
+            methods = {json.loads(j["result_json"]).get("method", "llm_rating")
+                       if j.get("result_json") else "llm_rating" for d in (ja, jb) for j in d.values()}
+            m["method"] = ("embedding (generated questions vs the question, cosine)"
+                           if methods == {"embedding"} else
+                           "LLM 0-1 rating (no embedding model configured)")
+        if judge == "coverage":
+            m["margin"] = cfg.margins.coverage
+            m["noninferiority"] = noninferiority_continuous(sa, sb, applicable,
+                                                            cfg.margins.coverage, alpha)
+        metrics[judge] = m
+    if abst["A"] or abst["B"]:
+        def verdicts(v):
+            return {cid: abst[v][cid].get("verdict") == "abstained" if cid in abst[v] else None
+                    for cid in finished}
+
+        aa, bb = verdicts("A"), verdicts("B")
+        ans_ids = [c for c in finished if answerable.get(c, True)]
+        un_ids = [c for c in finished if not answerable.get(c, True)]
+        metrics["abstention"] = {
+            "answerable": binary("abstention_answerable", aa, bb, ans_ids, alpha,
+                                 margin=cfg.margins.abstention_answerable),
+            "unanswerable": binary("abstention_unanswerable", aa, bb, un_ids, alpha,
+                                   margin=cfg.margins.abstention_unanswerable,
+                                   higher_is_better=True),
+            "direction_note": "difference = B − A abstention rate; on answerable cases lower is "
+                              "better, on unanswerable cases higher is better"}
+    if ("keywords", "case") in jv:
+        ks = [s for s in score("keywords", "case").values() if s is not None]
+        metrics["keywords"] = {"metric": "keywords", "n": len(ks),
+                               "summary": plain(stats.summary(ks)) if ks else None,
+                               "note": "scores the captured search keywords (same for A and B)"}
+    holm = apply_holm(metrics, family, alpha)
+    return metrics, outcomes, holm
+
+
+def metric_at(metrics: dict, key: str) -> dict | None:
+    if key.startswith("abstention_"):
+        return (metrics.get("abstention") or {}).get(key.split("_", 1)[1])
+    return metrics.get(key)
+
+
+def apply_holm(metrics: dict, family: list[str], alpha: float) -> dict:
+    """Holm over the pre-declared family; a member without a p-value enters as p = 1."""
+    from .. import stats
+
+    ps = []
+    for key in family:
+        m = metric_at(metrics, key)
+        ps.append(m["p_value"] if m and m.get("p_value") is not None else 1.0)
+    if family:
+        h = stats.holm(ps, alpha=alpha)
+        for key, p_adj, rej in zip(family, h.p_adjusted, h.reject):
+            m = metric_at(metrics, key)
+            if m and m.get("p_value") is not None:
+                m["p_holm"] = p_adj
+                m["significant"] = bool(rej)
+                m["direction"] = direction(m, alpha)
+    missing = [k for k in family if not (metric_at(metrics, k) or {}).get("p_value") is not None]
+    return {"family": family, "alpha": alpha,
+            "rule": "reject when Holm-adjusted p <= alpha (statsmodels convention)",
+            "fixed_from": "the configured judges, before the run",
+            "without_data": missing,
+            "note": "members without data count as p = 1; confidence intervals are unadjusted"}
