@@ -545,7 +545,8 @@ def _resolve_run(store, run_id):
 @review.command("export")
 @click.argument("run_id")
 @click.option("--n", default=40, show_default=True,
-              help="Random sample size on top of every pairwise disagreement/tie.")
+              help="Items per judge (pairwise, claims, coverage points, abstention), "
+                   "stratified by the judge's verdict; plus up to N pairwise disagreements.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--out", default=None, type=click.Path(file_okay=False),
               help="Pack folder [results/review/RUN_ID].")

@@ -175,8 +175,9 @@ def test_one_sided_drops_must_survive_the_worst_case_bound():
     f["n_dropped"] = 3
     f["drop_bound"].update(imputed_b=3, holds=False, difference=-0.01, p_value=0.8)
     r = withheld(rep)
-    assert r.startswith("the faithfulness gain does not survive the pairs only one variant left "
-                        "unscored (3 without a B score: abstained 3, 0 without an A score)")
+    assert r.startswith("the faithfulness gain does not survive the answerable pairs only one "
+                        "variant left unscored (3 without a B score — B overall: abstained 3, 0 "
+                        "without an A score)")
     assert "B − A = -0.010 (p = 0.800)" in r
 
 

@@ -64,13 +64,13 @@ def _faithfulness_reasons(f: dict | None, alpha: float) -> list[str]:
         out.append(f"no difference: {what}")
     dr = f.get("dropped") or {}
     bound = f.get("drop_bound") or {}
-    one_sided = len(dr.get("a_only") or []) + len(dr.get("b_only") or [])
+    one_sided = (bound.get("imputed_a") or 0) + (bound.get("imputed_b") or 0)
     if one_sided and f["difference"] > 0 and not bound.get("holds"):
         why_b = ", ".join(f"{k} {v}" for k, v in ((dr.get("reasons") or {}).get("B") or {}).items())
-        out.append(f"the faithfulness gain does not survive the pairs only one variant left "
-                   f"unscored ({len(dr.get('b_only') or [])} without a B score"
-                   + (f": {why_b}" if why_b else "") + f", {len(dr.get('a_only') or [])} without "
-                   f"an A score): counting them at the worst case for B, B − A = "
+        out.append(f"the faithfulness gain does not survive the answerable pairs only one "
+                   f"variant left unscored ({bound.get('imputed_b')} without a B score"
+                   + (f" — B overall: {why_b}" if why_b else "") + f", {bound.get('imputed_a')} "
+                   f"without an A score): counting them at the worst case for B, B − A = "
                    f"{_signed(bound.get('difference'))} (p = {fmt(bound.get('p_value'))})")
     return out
 

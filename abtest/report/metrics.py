@@ -141,25 +141,31 @@ def continuous(metric: str, a_by: Mapping[str, float | None], b_by: Mapping[str,
 
 
 def drop_bound(a_by: Mapping[str, float | None], b_by: Mapping[str, float | None],
-               ids: list[str], alpha: float) -> dict:
-    """The faithfulness effect under the worst case for B's one-sided drops: a pair where only
-    B has no score (B refused or made no claim) counts B = 0; a pair where only A has none
-    counts A = 1. Pairs where neither has a score stay out (both behaved alike)."""
+               ids: list[str], answerable: Mapping[str, bool], alpha: float) -> dict:
+    """The faithfulness effect under the worst case for the answerable pairs only one variant
+    left unscored: where only B has no score (it refused, or made no claim) B counts 0;
+    where only A has none, A counts 1. A variant that refuses exactly the answerable
+    questions it would get wrong cannot buy a gain this way. On unanswerable questions an
+    answer without a claim is the correct abstention, so those pairs stay out, as do
+    pairs where neither side has a score (both behaved alike)."""
     from .. import stats
 
     a, b, n_a, n_b = [], [], 0, 0
     for cid in ids:
         x, y = a_by.get(cid), b_by.get(cid)
-        if x is None and y is None:
+        if (x is None) == (y is None):
+            if x is None:
+                continue
+        elif not answerable.get(cid, True):
             continue
-        if y is None:
-            x, y, n_b = x, 0.0, n_b + 1
-        elif x is None:
-            x, y, n_a = 1.0, y, n_a + 1
+        elif y is None:
+            y, n_b = 0.0, n_b + 1
+        else:
+            x, n_a = 1.0, n_a + 1
         a.append(x)
         b.append(y)
-    out = {"method": "worst case for B: a pair missing only B's score counts B = 0, a pair "
-                     "missing only A's score counts A = 1; paired t",
+    out = {"method": "worst case for B on answerable questions: a pair missing only B's score "
+                     "counts B = 0, a pair missing only A's score counts A = 1; paired t",
            "imputed_b": n_b, "imputed_a": n_a, "n": len(a), "difference": None,
            "ci_low": None, "ci_high": None, "p_value": None, "holds": False}
     if len(a) < 2:
@@ -439,7 +445,7 @@ def compute_metrics(finished: list[str], jv: JudgeMap, answerable: Mapping[str, 
             m["note_no_claims"] = ("an answer with no factual claim (an abstention) has no "
                                    "faithfulness score; its pair is dropped and counted per "
                                    "variant, and the claim must survive the worst-case drop bound")
-            m["drop_bound"] = drop_bound(sa, sb, applicable, alpha)
+            m["drop_bound"] = drop_bound(sa, sb, applicable, answerable, alpha)
         if judge == "relevance":
             methods = {json.loads(j["result_json"]).get("method", "llm_rating")
                        if j.get("result_json") else "llm_rating" for d in (ja, jb) for j in d.values()}

@@ -1,0 +1,701 @@
+#!/usr/bin/env python3
+"""abtest's own error rates, measured in a synthetic world whose truth is known.
+
+The world: depots whose opening hours are in the retrieved context (answerable) or not
+(unanswerable). Per case and variant the generator gives a good answer (the right hour
+and a second supported fact, cited), a refusal, or a hallucination (a wrong hour, and a
+second sentence that is supported half the time), at rates set per variant. Judges know
+the truth and are honest unless a scenario makes them noisy (the claim verifier flips
+verdicts), position-biased (the pairwise judge says "first") or length-biased (it picks
+the longer answer). Humans label review items from the truth.
+
+Two levels:
+
+* score level: the world's verdicts go straight into abtest's metric and claim code
+  (`abtest.report.metrics.compute_metrics`, `abtest.report.claim.licensed_claim`), with
+  the judges taken as validated: thousands of experiments a minute, for the false-licence
+  rate under no true difference and the power under a true one, N = 60 … 400;
+* end to end: each experiment goes through the real path — `abtest capture` (jsonl
+  import), `abtest run` against a loopback OpenAI-compatible fake (scripts/fake_llm_server.py)
+  playing generator and judges, `abtest review export`, simulated humans,
+  `abtest review import`, `abtest report`, `abtest gate` — for every trap scenario.
+
+    python scripts/validity_sim.py                       # both levels, the docs' table
+    python scripts/validity_sim.py --quick               # a minute: small counts (CI smoke)
+    python scripts/validity_sim.py --level score --score-experiments 2000
+
+It prints one table and exits 1 when a scenario misses its sound result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
+
+ALPHA = 0.05
+REFUSAL = "I don't know based on the provided documents."
+HEDGE = "I do not know for certain. "
+FILLER = (" I hope this helps, and please let me know if you have any other questions about "
+          "this topic or anything else you would like to know.")
+HOURS = ["6 am", "7 am", "8 am", "9 am", "10 am", "11 am"]
+WRONG = ["1 pm", "2 pm", "3 pm", "4 pm", "5 pm", "6 pm"]
+STREETS = ["Elm Street", "Harbour Road", "Mill Lane", "Station Square", "Kings Way", "Oak Avenue"]
+RANK = {"good": 2, "refuse": 1, "halluc": 0}
+
+
+# --------------------------------------------------------------------------- scenarios
+
+@dataclass(frozen=True)
+class Behaviour:
+    """Answer rates of one variant: answerable (good, refuse; the rest hallucinate) and
+    unanswerable (refuse; the rest hallucinate)."""
+    good: float
+    refuse: float
+    refuse_unanswerable: float
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    truth: str
+    sound: str
+    a: Behaviour
+    b: Behaviour
+    n: int = 200
+    unanswerable: float = 0.25
+    coupling: float = 0.5          # share of cases where A and B draw the same latent value
+    b_mode: str = "plain"          # plain | selective_refusal | hedge | pad
+    claim_flip: float = 0.0        # the claim verifier flips this share of verdicts
+    pair_first: float = 0.0        # each pairwise call says "1" with this probability
+    pair_longer: float = 0.0       # each pairwise call picks the longer answer
+    score_level: bool = False      # also run at score level (needs honest judges)
+
+
+EQUAL = Behaviour(good=0.70, refuse=0.05, refuse_unanswerable=0.80)
+A_EFFECT = Behaviour(good=0.60, refuse=0.0, refuse_unanswerable=0.70)
+B_EFFECT = Behaviour(good=0.85, refuse=0.0, refuse_unanswerable=0.90)
+
+SCENARIOS = [
+    Scenario("null", "A and B equally good", "licensed in ≤ α; significant (any family member) "
+             "in ≤ α", EQUAL, EQUAL, score_level=True),
+    Scenario("true_effect", "B grounded 85 % vs A 60 %", "licensed in ≥ 80 %; rates match the "
+             "truth; CIs cover the true effect", A_EFFECT, B_EFFECT, score_level=True),
+    Scenario("selective_refusal", "B refuses the answerable cases it would get wrong",
+             "never licensed", EQUAL, EQUAL, b_mode="selective_refusal", score_level=True),
+    Scenario("hedged_hallucination", "B's false answers begin \"I do not know for certain.\"",
+             "B's faithfulness = truth; every one an incident; gate fails", A_EFFECT, A_EFFECT,
+             b_mode="hedge"),
+    Scenario("noisy_verifier", "B truly better, but the claim verifier flips 30 % of verdicts",
+             "faithfulness judge fails validation: never licensed", A_EFFECT, B_EFFECT,
+             claim_flip=0.30),
+    Scenario("length_biased_judge", "B = A padded with filler; the pairwise judge picks the "
+             "longer answer 30 % of the time", "never a B pairwise win without the length "
+             "caveat", EQUAL, EQUAL, b_mode="pad", pair_longer=0.30, coupling=1.0),
+    Scenario("position_biased_judge", "B better; the pairwise judge says \"first\" 30 % of the "
+             "time", "position consistency and first-position rate = truth", A_EFFECT, B_EFFECT,
+             pair_first=0.30),
+]
+
+
+# --------------------------------------------------------------------------- the world
+
+def unit(*parts) -> float:
+    """A deterministic uniform in [0, 1) from any values (the fake judges' coin)."""
+    h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(h[:8], "big") / 2 ** 64
+
+
+@dataclass
+class Case:
+    id: str
+    place: str
+    answerable: bool
+    hour: str
+    wrong: str
+    street: str
+    chunks: list[tuple[str, str]]
+
+    @property
+    def question(self) -> str:
+        return f"When does {self.place} open?"
+
+    def sentences(self) -> dict[str, str]:
+        return {text: cid for cid, text in self.chunks}
+
+
+@dataclass
+class Answer:
+    case: Case
+    variant: str
+    kind: str                      # good | refuse | halluc
+    text: str
+    claims: list[tuple[str, bool]] = field(default_factory=list)   # (claim, supported)
+
+    @property
+    def faithfulness(self) -> float | None:
+        return sum(s for _, s in self.claims) / len(self.claims) if self.claims else None
+
+    @property
+    def covered(self) -> bool:
+        return self.case.answerable and self.case.hour in self.text
+
+
+class World:
+    def __init__(self, sc: Scenario, n: int, seed: int):
+        import numpy as np
+
+        self.sc, self.n, self.seed = sc, n, seed
+        rng = np.random.default_rng(seed)
+        n_un = int(round(sc.unanswerable * n))
+        self.cases: list[Case] = []
+        self.answers: dict[tuple[str, str], Answer] = {}
+        for i in range(n):
+            cid = f"q{i:04d}"
+            place = f"Depot {i:04d}"
+            ans = i >= n_un
+            hour, wrong = HOURS[rng.integers(len(HOURS))], WRONG[rng.integers(len(WRONG))]
+            street = STREETS[rng.integers(len(STREETS))]
+            chunks = [(f"{cid}-loc", f"{place} is located on {street}."),
+                      (f"{cid}-near", f"Depot {(i + 1) % n:04d} closes at {WRONG[i % 6]}.")]
+            if ans:
+                chunks.insert(0, (f"{cid}-hours", f"{place} opens at {hour}."))
+            case = Case(cid, place, ans, hour, wrong, street, chunks)
+            self.cases.append(case)
+            shared = rng.random()
+            lat = {v: shared if rng.random() < sc.coupling else rng.random() for v in "AB"}
+            second = rng.random() < 0.5
+            for v in "AB":
+                beh = sc.a if v == "A" else sc.b
+                kind = self._kind(beh, case.answerable, lat[v])
+                if v == "B" and sc.b_mode == "selective_refusal" and case.answerable \
+                        and kind == "halluc":
+                    kind = "refuse"
+                self.answers[(cid, v)] = self._answer(case, v, kind, second)
+        self.by_question = {c.question: c for c in self.cases}
+        self.by_text: dict[str, Answer] = {}
+        for a in self.answers.values():
+            self.by_text.setdefault(a.text, a)
+
+    @staticmethod
+    def _kind(beh: Behaviour, answerable: bool, u: float) -> str:
+        if answerable:
+            return "good" if u < beh.good else "refuse" if u < beh.good + beh.refuse else "halluc"
+        return "refuse" if u < beh.refuse_unanswerable else "halluc"
+
+    def _answer(self, case: Case, v: str, kind: str, second: bool) -> Answer:
+        loc = f"{case.place} is located on {case.street}."
+        if kind == "refuse":
+            return Answer(case, v, kind, REFUSAL, [])
+        if kind == "good":
+            hours = f"{case.place} opens at {case.hour}."
+            text = f"{hours[:-1]} [{case.id}-hours]. {loc[:-1]} [{case.id}-loc]."
+            claims = [(hours, True), (loc, True)]
+        else:
+            false = f"{case.place} opens at {case.wrong}."
+            other = loc if second else f"{case.place} has free parking for visitors."
+            text = false + " " + (f"{loc[:-1]} [{case.id}-loc]." if second else other)
+            claims = [(false, False), (other, second)]
+            if v == "B" and self.sc.b_mode == "hedge":
+                text = HEDGE + text
+        if v == "B" and self.sc.b_mode == "pad":
+            text += FILLER
+        return Answer(case, v, kind, text, claims)
+
+    # ---- the judges, honest unless the scenario says otherwise ---------------------
+    def claims_of(self, text: str) -> list[str]:
+        """The honest extractor: every sentence, minus citations, except what the prompt
+        says to skip (refusals and hedges, greetings and filler)."""
+        text = re.sub(r"\s*\[[^\]]+\]", "", text).strip()
+        out = []
+        for s in re.split(r"(?<=[.!?])\s+", text):
+            s = s.strip()
+            if not s or "know" in s or s.startswith("I hope") or "let me know" in s:
+                continue
+            out.append(s)
+        return out
+
+    def verify(self, case: Case, claim: str) -> tuple[bool, str | None]:
+        supported = claim in case.sentences()
+        if self.sc.claim_flip and unit("flip", self.seed, case.id, claim) < self.sc.claim_flip:
+            supported = not supported
+        if not supported:
+            return False, None
+        return True, case.sentences().get(claim, case.chunks[0][0])
+
+    def pairwise(self, case: Case, first: str, second: str) -> str:
+        """'1', '2' or 'tie' for the answers shown first and second. The biased coins depend
+        on what is shown, as a real judge's would: the same prompt, the same verdict."""
+        sc = self.sc
+        if sc.pair_first and unit("first", self.seed, case.id, first, second) < sc.pair_first:
+            return "1"
+        if sc.pair_longer and len(first) != len(second) and \
+                unit("longer", self.seed, case.id, first, second) < sc.pair_longer:
+            return "1" if len(first) > len(second) else "2"
+        r1, r2 = RANK[self.by_text[first].kind], RANK[self.by_text[second].kind]
+        return "1" if r1 > r2 else "2" if r2 > r1 else "tie"
+
+    def abstained(self, text: str) -> bool:
+        a = self.by_text.get(text)
+        return a is not None and a.kind == "refuse"
+
+    # ---- the fake provider ------------------------------------------------------------
+    def respond(self, body: dict) -> str:
+        msgs = body.get("messages") or []
+        prompt = msgs[-1]["content"] if msgs else ""
+        fmt = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
+        if fmt is None:
+            system = next((m["content"] for m in msgs if m["role"] == "system"), "")
+            v = "A" if "[sim-variant A]" in system else "B"
+            q = re.search(r"<question>(.*?)</question>", prompt, re.S).group(1).strip()
+            return self.answers[(self.by_question[q].id, v)].text
+        return json.dumps(getattr(self, f"_j_{fmt}")(prompt))
+
+    def _case_in(self, prompt: str) -> Case:
+        m = re.search(r"\[(q\d{4})-", prompt) or re.search(r"Depot (\d{4}) (?:opens|is|has)", prompt)
+        cid = m.group(1) if m.group(1).startswith("q") else f"q{m.group(1)}"
+        return self.cases[int(cid[1:])]
+
+    def _j_claims(self, prompt):
+        return {"claims": self.claims_of(_tag(prompt, "answer"))}
+
+    def _j_claimverdicts(self, prompt):
+        case = self._case_in(_tag(prompt, "context"))
+        out = {}
+        for num, claim in re.findall(r"^(\d+)\. (.*)$", _tag(prompt, "claims"), re.M):
+            ok, chunk = self.verify(case, claim)
+            out[num] = {"verdict": "supported" if ok else "not_in_context", "chunk_id": chunk}
+        return {"verdicts": out}
+
+    def _j_coverage(self, prompt):
+        ans = _tag(prompt, "answer")
+        pts = re.findall(r"^(\d+)\. (.*)$", _tag(prompt, "key_points"), re.M)
+        return {"points": {n: p in ans for n, p in pts}}
+
+    def _j_abstained(self, prompt):
+        return {"abstained": self.abstained(_tag(prompt, "answer"))}
+
+    def _j_pairwiseverdict(self, prompt):
+        case = self.by_question[_tag(prompt, "question")]
+        r1, r2 = _tag(prompt, "response_1"), _tag(prompt, "response_2")
+        return {"winner": self.pairwise(case, r1, r2), "margin": 0.5, "rationale": "sim"}
+
+    # ---- humans label from the truth -------------------------------------------------
+    def human_label(self, item: dict) -> str:
+        kind = item["kind"]
+        case = self.by_question[item["question"]]
+        if kind == "pairwise":
+            r1 = RANK[self.by_text[item["answer_1"]].kind]
+            r2 = RANK[self.by_text[item["answer_2"]].kind]
+            return "1" if r1 > r2 else "2" if r2 > r1 else "tie"
+        if kind == "claim":
+            return "supported" if item["claim"] in case.sentences() else "unsupported"
+        if kind == "coverage":
+            return "covered" if item["key_point"] in item["answer"] else "not_covered"
+        if kind == "abstention":
+            return "abstained" if self.by_text[item["answer"]].kind == "refuse" else "answered"
+        raise ValueError(kind)
+
+    # ---- the truth, for the table -----------------------------------------------------
+    def true_rates(self) -> dict:
+        """Realised truth of this experiment: faithfulness over the pairs both variants
+        scored, coverage over answerable cases, refusal rate on answerable cases."""
+        pairs = [(self.answers[(c.id, "A")], self.answers[(c.id, "B")]) for c in self.cases]
+        both = [(a.faithfulness, b.faithfulness) for a, b in pairs
+                if a.faithfulness is not None and b.faithfulness is not None]
+        ans = [(a, b) for a, b in pairs if a.case.answerable]
+        return {"faith_a": _mean(x for x, _ in both), "faith_b": _mean(y for _, y in both),
+                "cov_a": _mean(a.covered for a, _ in ans), "cov_b": _mean(b.covered for _, b in ans),
+                "ref_a": _mean(a.kind == "refuse" for a, _ in ans),
+                "ref_b": _mean(b.kind == "refuse" for _, b in ans),
+                "incidents_b": sum(1 for _, b in pairs if b.faithfulness is not None
+                                   and b.faithfulness < 0.85)}
+
+
+def _tag(text: str, name: str) -> str:
+    m = re.search(rf"<{name}>\n?(.*?)\n?</{name}>", text, re.S)
+    return m.group(1).strip() if m else ""
+
+
+def _mean(xs):
+    xs = [float(x) for x in xs]
+    return sum(xs) / len(xs) if xs else None
+
+
+def population_truth(sc: Scenario, n: int = 100_000, seed: int = 987654) -> dict:
+    """The population values the experiments estimate (one very large world)."""
+    w = World(sc, n, seed)
+    t = w.true_rates()
+    t["faith_effect"] = t["faith_b"] - t["faith_a"]
+    if sc.pair_first or sc.pair_longer:
+        t.update(_judge_truth(w))
+    return t
+
+
+def _judge_truth(w: World) -> dict:
+    """Position consistency and first-position win rate the judge model implies."""
+    cons = first = decided = n = 0
+    for c in w.cases:
+        a, b = w.answers[(c.id, "A")].text, w.answers[(c.id, "B")].text
+        v1 = {"1": "A", "2": "B", "tie": "tie"}[w.pairwise(c, a, b)]
+        v2 = {"1": "B", "2": "A", "tie": "tie"}[w.pairwise(c, b, a)]
+        n += 1
+        cons += v1 == v2
+        first += (v1 == "A") + (v2 == "B")
+        decided += (v1 != "tie") + (v2 != "tie")
+    return {"position_consistency": cons / n, "first_position_win_rate": first / decided}
+
+
+# --------------------------------------------------------------------------- score level
+
+def score_experiment(sc: Scenario, n: int, seed: int, cfg) -> dict:
+    """The world's honest verdicts straight into abtest's metric and claim code."""
+    from abtest.report.claim import CLAIM_JUDGES, licensed_claim
+    from abtest.report.metrics import compute_metrics
+
+    w = World(sc, n, seed)
+    jv: dict = {("pairwise", "AB"): {}, ("pairwise", "BA"): {}}
+    lengths = {}
+    for c in w.cases:
+        a, b = w.answers[(c.id, "A")], w.answers[(c.id, "B")]
+        for v, ans in (("A", a), ("B", b)):
+            f = ans.faithfulness
+            jv.setdefault(("faithfulness", v), {})[c.id] = {
+                "verdict": "scored" if f is not None else "no_claims", "score": f}
+            jv.setdefault(("abstention", v), {})[c.id] = {
+                "verdict": "abstained" if ans.kind == "refuse" else "answered"}
+            if c.answerable:
+                jv.setdefault(("coverage", v), {})[c.id] = {"verdict": "scored",
+                                                           "score": float(ans.covered)}
+            lengths[(c.id, v)] = len(ans.text)
+        v1 = {"1": "A", "2": "B", "tie": "tie"}[w.pairwise(c, a.text, b.text)]
+        v2 = {"1": "B", "2": "A", "tie": "tie"}[w.pairwise(c, b.text, a.text)]
+        jv[("pairwise", "AB")][c.id] = {"verdict": v1}
+        jv[("pairwise", "BA")][c.id] = {"verdict": v2}
+    ids = [c.id for c in w.cases]
+    metrics, _, _ = compute_metrics(ids, jv, {c.id: c.answerable for c in w.cases}, lengths, cfg,
+                                    cfg.judges)
+    ok = {"n_labels": 40, "kappa": 1.0, "ci_low": 1.0, "ci_high": 1.0, "validated": True}
+    report = {"status": "complete", "unfinished_cases": [], "comparison_kind": "prompt",
+              "pipeline_reasons": [], "self_judge": False, "judges": cfg.judges,
+              "models": {"generator": {"resolved": ["g"]}, "judge": {"resolved": ["j"]}},
+              "golden": None, "metrics": metrics,
+              "judge_validation": {**{j: ok for j in CLAIM_JUDGES}, "validated": True}}
+    claim = licensed_claim(report, cfg)
+    return {"metrics": metrics, "claim": claim, "truth": w.true_rates(), "report": report}
+
+
+# --------------------------------------------------------------------------- end to end
+
+VARIANT = """\
+name: sim-{v}
+system: |
+  [sim-variant {v}] Answer only from the context. Cite chunks as [chunk-id].
+user: |
+  <context>
+  {{{{ context }}}}
+  </context>
+  <question>{{{{ question }}}}</question>
+"""
+
+
+def e2e_experiment(sc: Scenario, n: int, seed: int, server, workdir: Path) -> dict:
+    """capture → run → review export → humans → review import → report → gate, through the
+    CLI in this process, against the loopback fake provider."""
+    import csv
+
+    from click.testing import CliRunner
+
+    from abtest.cli import cli
+
+    w = World(sc, n, seed)
+    server.responder = w.respond
+    d = workdir / f"{sc.name}-{seed}"
+    (d / "variants").mkdir(parents=True)
+    (d / "abtest.yaml").write_text(
+        f"generator: {{model: openai/sim-gen, api_base: '{server.base_url}', "
+        "api_key_env: SIM_KEY, max_tokens: 200}\n"
+        f"judge: {{model: openai/sim-judge, api_base: '{server.base_url}', api_key_env: SIM_KEY}}\n"
+        "concurrency: 16\ntimeout_s: 30\nmax_retries: 2\nretry_backoff_s: 0.01\n"
+        "store: results/abtest.duckdb\njudges: [pairwise, faithfulness, coverage, abstention]\n")
+    for v in "AB":
+        (d / "variants" / f"{v.lower()}.yaml").write_text(VARIANT.format(v=v))
+    with open(d / "questions.jsonl", "w") as fh:
+        for c in w.cases:
+            q = {"id": c.id, "question": c.question, "answerable": c.answerable}
+            if c.answerable:
+                q["key_points"] = [c.hour]
+            fh.write(json.dumps(q) + "\n")
+    with open(d / "captured.jsonl", "w") as fh:
+        for c in w.cases:
+            fh.write(json.dumps({"id": c.id, "question": c.question,
+                                 "context": [{"id": i, "text": t} for i, t in c.chunks]}) + "\n")
+    runner = CliRunner()
+    cwd = os.getcwd()
+    os.chdir(d)
+    try:
+        def cli_(*args):
+            r = runner.invoke(cli, list(args), catch_exceptions=False)
+            return r.exit_code, r.stdout, r.stderr
+
+        code, out, err = cli_("capture", "questions.jsonl", "--retriever", "jsonl:captured.jsonl",
+                              "--out", "fixtures/sim", "--corpus-version", f"sim-{seed}", "--k", "5")
+        assert code == 0, err
+        code, out, err = cli_("run", "--fixture", "fixtures/sim", "--a", "variants/a.yaml",
+                              "--b", "variants/b.yaml")
+        assert code == 0, err
+        run_id = out.strip().splitlines()[-1]
+        code, out, err = cli_("review", "export", run_id, "--out", "pack", "--n", "40")
+        assert code == 0, err
+        items = [json.loads(x) for x in (d / "pack" / "items.jsonl").read_text().splitlines()]
+        with open(d / "labels.csv", "w", newline="") as fh:
+            wr = csv.writer(fh)
+            wr.writerow(["item_id", "label"])
+            for it in items:
+                wr.writerow([it["item_id"], w.human_label(it)])
+        code, out, err = cli_("review", "import", run_id, "labels.csv", "--reviewer", "sim")
+        assert code == 0, err
+        code, out, err = cli_("report", run_id, "--format", "json", "--out", "report.json")
+        assert code == 0, err
+        gate_code, _, _ = cli_("gate", run_id)
+    finally:
+        os.chdir(cwd)
+    rep = json.loads((d / "report.json").read_text())
+    return {"metrics": rep["metrics"], "claim": rep["claim"], "truth": w.true_rates(),
+            "report": rep, "gate": gate_code}
+
+
+# --------------------------------------------------------------------------- checks
+
+def significant_any(m: dict) -> bool:
+    fam = [m.get("pairwise"), m.get("faithfulness"), m.get("coverage"),
+           (m.get("abstention") or {}).get("answerable"),
+           (m.get("abstention") or {}).get("unanswerable")]
+    return any(x and (x.get("significant") or x.get("p_holm") is not None and x["p_holm"] <= ALPHA)
+               for x in fam)
+
+
+def trap_ok(sc: Scenario, r: dict, pop: dict) -> tuple[bool, str]:
+    """Did this experiment get the scenario's sound result? (False, why) otherwise."""
+    m, t = r["metrics"], r["truth"]
+    if sc.name == "selective_refusal" and r["claim"]["licensed"]:
+        return False, "licensed"
+    if sc.name == "hedged_hallucination":
+        f = m["faithfulness"]
+        if abs(f["b"] - t["faith_b"]) > 1e-9:
+            return False, f"B faithfulness {f['b']:.3f} vs true {t['faith_b']:.3f}"
+        inc = sum(1 for i in r["report"]["incidents"] if i["variant"] == "B")
+        if inc != t["incidents_b"]:
+            return False, f"{inc} B incidents vs {t['incidents_b']} true"
+        if r.get("gate") != 1:
+            return False, f"gate exit {r.get('gate')}"
+    if sc.name == "noisy_verifier":
+        if r["claim"]["licensed"]:
+            return False, "licensed"
+        val = r["report"]["judge_validation"]
+        if (val.get("faithfulness") or val).get("validated"):  # schema 1 pooled every label
+            return False, "faithfulness judge validated"
+    if sc.name == "length_biased_judge":
+        pw = m["pairwise"]
+        b_win = pw.get("direction") == "B" or (  # schema 1 had no direction
+            pw.get("p_holm") is not None and pw["p_holm"] <= ALPHA and pw["b_wins"] > pw["a_wins"])
+        if b_win and not (pw.get("length_bias") or {}).get("caveat"):
+            return False, "a significant B pairwise win without the length caveat"
+    if sc.name == "position_biased_judge":
+        pw = m["pairwise"]
+        n = pw["n"]
+        for key, got in (("position_consistency", pw["position_consistency"]["estimate"]),
+                         ("first_position_win_rate", pw["first_position_win_rate"])):
+            se = math.sqrt(pop[key] * (1 - pop[key]) / n)
+            if abs(got - pop[key]) > 4 * se:
+                return False, f"{key} {got:.3f} vs truth {pop[key]:.3f}"
+    return True, ""
+
+
+@dataclass
+class Row:
+    scenario: str
+    level: str
+    n: int
+    experiments: int = 0
+    licensed: int = 0
+    significant: int = 0
+    trap_fail: int = 0
+    ci_cover: int = 0
+    ci_total: int = 0
+    rep: dict = field(default_factory=lambda: {k: [] for k in ("fa", "fb", "ca", "cb", "ra", "rb",
+                                                                "pc", "fp")})
+    tru: dict = field(default_factory=lambda: {k: [] for k in ("fa", "fb", "ca", "cb", "ra", "rb")})
+    seconds: float = 0.0
+    why: list = field(default_factory=list)
+
+    def add(self, sc: Scenario, r: dict, pop: dict) -> None:
+        m, t = r["metrics"], r["truth"]
+        self.experiments += 1
+        self.licensed += bool(r["claim"]["licensed"])
+        self.significant += significant_any(m)
+        ok, why = trap_ok(sc, r, pop)
+        if not ok:
+            self.trap_fail += 1
+            self.why.append(why)
+        f = m.get("faithfulness") or {}
+        if f.get("ci_low") is not None:
+            self.ci_total += 1
+            self.ci_cover += f["ci_low"] <= pop["faith_effect"] <= f["ci_high"]
+        c = m.get("coverage") or {}
+        ab = (m.get("abstention") or {}).get("answerable") or {}
+        for k, v in (("fa", f.get("a")), ("fb", f.get("b")), ("ca", c.get("a")), ("cb", c.get("b")),
+                     ("ra", ab.get("a")), ("rb", ab.get("b"))):
+            if v is not None:
+                self.rep[k].append(v)
+        for k, tk in (("fa", "faith_a"), ("fb", "faith_b"), ("ca", "cov_a"), ("cb", "cov_b"),
+                      ("ra", "ref_a"), ("rb", "ref_b")):
+            if t[tk] is not None:
+                self.tru[k].append(t[tk])
+        pw = m.get("pairwise") or {}
+        if pw:
+            self.rep["pc"].append(pw["position_consistency"]["estimate"])
+            self.rep["fp"].append(pw["first_position_win_rate"])
+
+
+def verdict(sc: Scenario, row: Row) -> tuple[bool, str]:
+    """The scenario's sound result over all its experiments."""
+    e = row.experiments
+    rate = row.licensed / e if e else 0.0
+    if row.trap_fail:
+        return False, f"{row.trap_fail} experiment(s) wrong: {row.why[0]}"
+    if sc.name == "null":
+        # a binomial allowance: the observed rate may exceed α by sampling error alone
+        lim = ALPHA + 2.33 * math.sqrt(ALPHA * (1 - ALPHA) / e)
+        if rate > lim or row.significant / e > lim:
+            return False, f"licence {rate:.3f} / significant {row.significant / e:.3f} > α"
+        return True, "ok"
+    if sc.name == "true_effect" and (row.level == "e2e" or row.n == 200):
+        # the issue's bar is at N = 200; other sizes are reported, not judged
+        return (rate >= 0.80, "ok" if rate >= 0.80 else f"power {rate:.2f} < 0.80")
+    if sc.name in ("selective_refusal", "noisy_verifier") and row.licensed:
+        return False, "licensed"
+    return True, "ok"
+
+
+# --------------------------------------------------------------------------- main
+
+def _fmt_pair(rep: list, tru: list) -> str:
+    if not rep:
+        return "n/a"
+    r = sum(rep) / len(rep)
+    t = sum(tru) / len(tru) if tru else float("nan")
+    return f"{r:.3f} / {t:.3f}"
+
+
+def run_all(args) -> int:
+    from abtest.models import Config
+
+    cfg = Config()
+    rows: list[tuple[Scenario, Row, bool, str]] = []
+    wanted = [sc for sc in SCENARIOS if args.level != "e2e" and sc.score_level
+              or args.level != "score" and (not args.only or sc.name in args.only)]
+    pops = {sc.name: population_truth(sc) for sc in wanted}
+    if args.level in ("score", "both"):
+        for sc in SCENARIOS:
+            if not sc.score_level:
+                continue
+            for n in args.sizes:
+                row = Row(sc.name, "score", n)
+                t0 = time.monotonic()
+                k = args.score_experiments if sc.name != "selective_refusal" else \
+                    max(50, args.score_experiments // 5)
+                for i in range(k):
+                    row.add(sc, score_experiment(sc, n, 10_000 * n + i, cfg), pops[sc.name])
+                row.seconds = time.monotonic() - t0
+                ok, why = verdict(sc, row)
+                rows.append((sc, row, ok, why))
+                print(f"  score {sc.name} N={n}: {row.experiments} in {row.seconds:.0f}s, "
+                      f"licence {row.licensed / row.experiments:.3f}", file=sys.stderr)
+    if args.level in ("e2e", "both"):
+        from fake_llm_server import FakeLLMServer
+
+        os.environ["SIM_KEY"] = "sk-sim-not-a-secret"
+        scen = [sc for sc in SCENARIOS if not args.only or sc.name in args.only]
+        with FakeLLMServer(max_seconds=None, keep_alive=True) as srv, \
+                tempfile.TemporaryDirectory(prefix="abtest-sim-") as tmp:
+            for sc in scen:
+                row = Row(sc.name, "e2e", args.e2e_n)
+                t0 = time.monotonic()
+                for i in range(args.e2e_experiments):
+                    r = e2e_experiment(sc, args.e2e_n, 7_000 + i, srv, Path(tmp))
+                    row.add(sc, r, pops[sc.name])
+                row.seconds = time.monotonic() - t0
+                ok, why = verdict(sc, row)
+                rows.append((sc, row, ok, why))
+                print(f"  e2e {sc.name}: {row.experiments} in {row.seconds:.0f}s, licence "
+                      f"{row.licensed}/{row.experiments}", file=sys.stderr)
+    print_table(rows, pops, args)
+    return 0 if all(ok for _, _, ok, _ in rows) else 1
+
+
+def print_table(rows, pops, args) -> None:
+    head = ["scenario", "level", "N", "experiments", "licence rate", "significant rate",
+            "faithfulness A rep/true", "faithfulness B rep/true", "coverage B rep/true",
+            "refusal B (answerable) rep/true", "CI covers true effect", "sound result", "met"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for sc, row, ok, why in rows:
+        e = row.experiments or 1
+        cover = f"{row.ci_cover / row.ci_total:.3f}" if row.ci_total else "n/a"
+        extra = ""
+        if sc.name == "position_biased_judge" and row.rep["pc"]:
+            p = pops[sc.name]
+            extra = (f" (consistency {sum(row.rep['pc']) / len(row.rep['pc']):.3f} vs "
+                     f"{p['position_consistency']:.3f}; first-position "
+                     f"{sum(row.rep['fp']) / len(row.rep['fp']):.3f} vs "
+                     f"{p['first_position_win_rate']:.3f})")
+        out.append("| " + " | ".join([
+            sc.name, row.level, str(row.n), str(row.experiments), f"{row.licensed / e:.3f}",
+            f"{row.significant / e:.3f}", _fmt_pair(row.rep["fa"], row.tru["fa"]),
+            _fmt_pair(row.rep["fb"], row.tru["fb"]), _fmt_pair(row.rep["cb"], row.tru["cb"]),
+            _fmt_pair(row.rep["rb"], row.tru["rb"]), cover, sc.sound + extra,
+            "yes" if ok else f"**NO** ({why})"]) + " |")
+    print("\n".join(out))
+    effects = ", ".join(f"{k} {v['faith_effect']:+.4f}" for k, v in pops.items())
+    print(f"\nα = {ALPHA}; rep/true = mean reported value / mean realised truth over the "
+          "experiments; 'significant' = any Holm family member significant (either direction); "
+          "CI coverage = share of faithfulness CIs containing the population effect "
+          f"({effects}).")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--level", choices=("score", "e2e", "both"), default="both")
+    p.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
+                   default=[60, 100, 200, 400], help="score-level N values")
+    p.add_argument("--score-experiments", type=int, default=500)
+    p.add_argument("--e2e-experiments", type=int, default=20)
+    p.add_argument("--e2e-n", type=int, default=200)
+    p.add_argument("--only", nargs="*", help="end-to-end scenarios to run (default: all)")
+    p.add_argument("--quick", action="store_true",
+                   help="small counts for a smoke run: 40 score experiments at N=200, 1 e2e "
+                        "experiment per scenario at N=120")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.sizes, args.score_experiments = [200], 40
+        args.e2e_experiments, args.e2e_n = 1, 120
+    return run_all(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

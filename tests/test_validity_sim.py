@@ -1,0 +1,138 @@
+"""A quick run of scripts/validity_sim.py: abtest's verdict is right when the truth is known.
+
+Score level: the false-licence rate under no true difference stays within α, the power
+under the issue's true effect stays ≥ 80 %, and selective refusal is never licensed.
+End to end (capture → run → review → report → gate through the CLI against the loopback
+fake provider): one experiment per scenario, each with its sound result — and each trap
+checked to have actually fired, so a pass is never vacuous.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import validity_sim as V
+from abtest.models import Config
+
+SC = {s.name: s for s in V.SCENARIOS}
+
+
+def _score_rates(name: str, n: int, k: int, seed0: int) -> tuple[float, float]:
+    cfg = Config()
+    lic = sig = 0
+    for i in range(k):
+        r = V.score_experiment(SC[name], n, seed0 + i, cfg)
+        lic += r["claim"]["licensed"]
+        sig += V.significant_any(r["metrics"])
+    return lic / k, sig / k
+
+
+def test_score_level_null_keeps_the_false_licence_rate_within_alpha():
+    k = 150
+    lic, sig = _score_rates("null", 200, k, 1)
+    allowance = V.ALPHA + 2.33 * math.sqrt(V.ALPHA * (1 - V.ALPHA) / k)
+    assert lic <= V.ALPHA
+    assert sig <= allowance
+
+
+def test_score_level_true_effect_keeps_its_power():
+    lic, sig = _score_rates("true_effect", 200, 30, 100)
+    assert lic >= 0.8 and sig == 1.0
+
+
+def test_score_level_selective_refusal_is_never_licensed():
+    lic, sig = _score_rates("selective_refusal", 200, 30, 200)
+    assert lic == 0.0 and sig == 1.0  # the refusals make B look better, significantly
+
+
+@pytest.fixture(scope="module")
+def server():
+    import os
+
+    from fake_llm_server import FakeLLMServer
+
+    os.environ["SIM_KEY"] = "sk-sim-not-a-secret"
+    with FakeLLMServer(max_seconds=None, keep_alive=True) as srv:
+        yield srv
+
+
+def _e2e(name, server, tmp_path, n=100, seed=7000):
+    sc = SC[name]
+    pop = V.population_truth(sc, n=20_000)
+    r = V.e2e_experiment(sc, n, seed, server, tmp_path)
+    row = V.Row(name, "e2e", n)
+    row.add(sc, r, pop)
+    ok, why = V.verdict(sc, row)
+    assert ok, why
+    return r, pop
+
+
+def test_e2e_null_is_not_licensed(server, tmp_path):
+    r, _ = _e2e("null", server, tmp_path)
+    assert not r["claim"]["licensed"]
+
+
+def test_e2e_true_effect_is_licensed_with_the_true_rates(server, tmp_path):
+    r, pop = _e2e("true_effect", server, tmp_path)
+    assert r["claim"]["licensed"], r["claim"]["reasons"]
+    f, t = r["metrics"]["faithfulness"], r["truth"]
+    assert f["a"] == pytest.approx(t["faith_a"]) and f["b"] == pytest.approx(t["faith_b"])
+    assert f["ci_low"] <= pop["faith_effect"] <= f["ci_high"]
+    assert r["claim"]["sentence"].startswith("Given these contexts, variant B was more faithful")
+
+
+def test_e2e_selective_refusal_is_never_licensed(server, tmp_path):
+    r, _ = _e2e("selective_refusal", server, tmp_path)
+    m = r["metrics"]
+    # the trap fired: B looks more faithful, significantly, because it refused its worst cases
+    assert m["faithfulness"]["direction"] == "B"
+    reasons = " ".join(r["claim"]["reasons"])
+    assert "refusals on answerable cases rose" in reasons
+    assert "does not survive the answerable pairs only one variant left unscored" in reasons
+    answerable = {row["case_id"]: row["answerable"] for row in r["report"]["per_case"]}
+    b_only = m["faithfulness"]["dropped"]["b_only"]
+    assert m["faithfulness"]["drop_bound"]["imputed_b"] == sum(answerable[c] for c in b_only) > 0
+
+
+def test_e2e_hedged_hallucination_is_scored_an_incident_and_fails_the_gate(server, tmp_path):
+    r, _ = _e2e("hedged_hallucination", server, tmp_path)
+    t = r["truth"]
+    assert r["metrics"]["faithfulness"]["b"] == pytest.approx(t["faith_b"])
+    assert t["faith_b"] < 0.9
+    inc_b = [i for i in r["report"]["incidents"] if i["variant"] == "B"]
+    assert len(inc_b) == t["incidents_b"] > 0
+    assert all(i["answer"].startswith(V.HEDGE) for i in inc_b)
+    assert r["gate"] == 1 and r["report"]["gate"]["incidents_b"] == len(inc_b)
+    # B never refuses answerable questions here; the hedge is not taken for a refusal
+    assert r["metrics"]["abstention"]["answerable"]["b"] == 0.0
+
+
+def test_e2e_noisy_claim_verifier_fails_validation(server, tmp_path):
+    r, _ = _e2e("noisy_verifier", server, tmp_path)
+    val = r["report"]["judge_validation"]
+    assert not val["faithfulness"]["validated"] and val["faithfulness"]["n_labels"] >= 30
+    assert val["coverage"]["validated"] and val["abstention"]["validated"]
+    assert not r["claim"]["licensed"]
+    assert any(x.startswith("faithfulness judge not validated") for x in r["claim"]["reasons"])
+
+
+def test_e2e_length_biased_judge_never_a_clean_b_win(server, tmp_path):
+    r, _ = _e2e("length_biased_judge", server, tmp_path, n=200)
+    pw = r["metrics"]["pairwise"]
+    # the trap fired: B "won" pairwise, significantly, only by being longer
+    assert pw["direction"] == "B" and pw["a_wins"] == 0 < pw["b_wins"]
+    lb = pw["length_bias"]
+    assert lb["separable"] is False and lb["b_shorter"] == 0
+    assert lb["caveat"].startswith("B's preference cannot be separated from answer length")
+
+
+def test_e2e_position_biased_judge_diagnostics_match_the_truth(server, tmp_path):
+    r, pop = _e2e("position_biased_judge", server, tmp_path)
+    pw = r["metrics"]["pairwise"]
+    n = pw["n"]
+    for key, got in (("position_consistency", pw["position_consistency"]["estimate"]),
+                     ("first_position_win_rate", pw["first_position_win_rate"])):
+        assert abs(got - pop[key]) <= 3 * math.sqrt(pop[key] * (1 - pop[key]) / n), key
+    assert pw["position_consistency"]["biased_to_first"] > 0
