@@ -77,6 +77,7 @@ class RunPlan:
     context_chars: int = 0  # total over cases, for the dry-run token estimate
     a_template: str = ""
     b_template: str = ""
+    n_answerable: int = 0
 
     def render(self, case: Case) -> tuple[tuple[str, str], tuple[list[dict], list[dict]]]:
         """(context A, context B), (messages A, messages B): rendered when needed, not held."""
@@ -149,6 +150,7 @@ def plan_run(lc: LoadedConfig, fixture_path, a_path, b_path, *, count_tokens: bo
     for i, case in enumerate(fx.iter_cases()):
         (ca, cb), (ma, mb) = plan.render(case)
         diff_ctx += ca != cb
+        plan.n_answerable += case.answerable
         plan.context_chars += len(ca)
         if budget is not None:
             budget.add(ids[i], ma, mb)
@@ -245,7 +247,17 @@ def dry_run(lc: LoadedConfig, plan: RunPlan) -> dict:
             "estimated_cost_usd": costs,
             "note": "upper bounds before caching; cached calls cost nothing; cost is null where "
                     "litellm does not know the model's price",
-            "comparison_kind": plan.comparison_kind, "pipeline_reasons": plan.pipeline_reasons}
+            "comparison_kind": plan.comparison_kind, "pipeline_reasons": plan.pipeline_reasons,
+            "claim_minimum_n": claim_minimum_n(lc, plan)}
+
+
+def claim_minimum_n(lc: LoadedConfig, plan: RunPlan) -> dict:
+    """Can this fixture license a claim at all at the configured margins?"""
+    from .report.claim import minimum_n, minimum_n_text
+
+    mn = minimum_n(lc.config, plan.n_answerable, len(plan.fixture) - plan.n_answerable)
+    mn["text"] = minimum_n_text(mn)
+    return mn
 
 
 def _config_record(lc: LoadedConfig) -> str:
@@ -553,6 +565,9 @@ def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: b
             progress(f"run {rid}: {len(plan.fixture)} cases, A={plan.a.name} B={plan.b.name}, "
                      f"generator {plan.gen_a.model}, judge {plan.judge.model}"
                      + (f" [{plan.comparison_kind}]" if plan.comparison_kind != "prompt" else ""))
+        mn = claim_minimum_n(lc, plan)
+        if progress and not mn["can_license"]:
+            progress(f"note: {mn['text']} (docs/STATISTICS.md)")
         skip = errored_cases(store, rid) if resume and not retry_errors else set()
         return execute(lc, store, plan, rid, progress=progress, skip=skip)
     finally:

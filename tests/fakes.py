@@ -138,13 +138,14 @@ class Brain:
                                                              x, re.I)]}
 
     def j_claimverdicts(self, prompt):
+        """Supported when a chunk states the claim word for word (anywhere in its text)."""
         ctx = _tag(prompt, "context")
+        chunks = re.findall(r"^\[([^\]]+)\] (.*)$", ctx, re.M)
         claims = re.findall(r"^(\d+)\. (.*)$", _tag(prompt, "claims"), re.M)
         out = {}
         for num, claim in claims:
-            m = re.search(rf"^\[([^\]]+)\] {re.escape(claim)}", ctx, re.M)
-            out[num] = {"verdict": "supported" if m else "not_in_context",
-                        "chunk_id": m.group(1) if m else None}
+            cid = next((i for i, text in chunks if claim in text), None)
+            out[num] = {"verdict": "supported" if cid else "not_in_context", "chunk_id": cid}
         return {"verdicts": out}
 
     def j_coverage(self, prompt):

@@ -615,3 +615,166 @@ def test_claim_withheld_when_coverage_has_no_pairs():
     rep["metrics"]["coverage"] = {"difference": None, "n": 0}
     c = licensed_claim(rep, Config())
     assert not c["licensed"] and any("coverage was not measured" in r for r in c["reasons"])
+
+
+# --------------------------------------------------------------------------- smallest N
+
+
+@pytest.mark.parametrize("margin", [0.02, 0.05, 0.10])
+def test_smallest_n_is_where_binary_noninferiority_first_can_hold(margin):
+    """At the stated N, zero refusals on both sides shows non-inferiority; one case fewer
+    never can (checked with the Tango interval itself)."""
+    from abtest import stats as S
+    from abtest.report.metrics import binary, min_n_binary_noninferiority
+
+    n = min_n_binary_noninferiority(margin, 0.05)
+    for size, holds in ((n, True), (n - 1, False)):
+        ci = S.paired_proportion_diff_ci(0, 0, 0, size, conf_level=0.90)
+        assert (ci.ci_high < margin) is holds
+        ids = [str(i) for i in range(size)]
+        never = {i: False for i in ids}
+        assert binary("x", never, never, ids, 0.05, margin=margin)["noninferiority"]["holds"] is holds
+    if margin == 0.02:
+        assert n == 133  # the figure the claim-soundness issue measured on main
+
+
+def test_dry_run_states_the_smallest_fixture_that_can_license(project):
+    r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                                 "--b", "variants/b.yaml", "--dry-run"])
+    assert r.exit_code == 0, r.stderr
+    mn = json.loads(r.stdout)["claim_minimum_n"]
+    assert mn["fixture"] == {"answerable": 3, "unanswerable": 1} and mn["can_license"] is False
+    assert (mn["answerable"], mn["unanswerable"]) == (52, 25)
+    assert "needs at least 52 answerable and 25 unanswerable cases" in mn["text"]
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def _jv(fa, fb, *, ans=None, abst=None):
+    """Judge maps for compute_metrics from per-case faithfulness scores (None = no claims)."""
+    jv = {("faithfulness", "A"): {}, ("faithfulness", "B"): {}}
+    for cid, (x, y) in enumerate(zip(fa, fb)):
+        for v, s in (("A", x), ("B", y)):
+            jv[("faithfulness", v)][str(cid)] = {"verdict": "scored" if s is not None else
+                                                 "no_claims", "score": s}
+    return jv
+
+
+def test_holm_family_is_fixed_from_the_configuration_not_the_data():
+    from statsmodels.stats.multitest import multipletests
+
+    from abtest.report.metrics import compute_metrics
+
+    rng = __import__("random").Random(3)
+    fa = [rng.random() for _ in range(40)]
+    fb = [min(1.0, x + 0.1 + rng.uniform(-0.2, 0.2)) for x in fa]
+    ids = [str(i) for i in range(40)]
+    m, _, holm = compute_metrics(ids, _jv(fa, fb), {}, {}, CFG, CFG.judges)
+    # only faithfulness has data; the family is still the five configured members
+    assert holm["family"] == ["pairwise", "faithfulness", "coverage", "abstention_answerable",
+                              "abstention_unanswerable"]
+    assert set(holm["without_data"]) == {"pairwise", "coverage", "abstention_answerable",
+                                         "abstention_unanswerable"}
+    p = m["faithfulness"]["p_value"]
+    want = multipletests([1.0, p, 1.0, 1.0, 1.0], alpha=0.05, method="holm")[1][1]
+    assert m["faithfulness"]["p_holm"] == pytest.approx(want) == pytest.approx(min(1.0, 5 * p))
+    # a configuration without the pairwise judge has a family of four
+    cfg4 = Config(judges=["faithfulness", "coverage", "abstention"])
+    _, _, h4 = compute_metrics(ids, _jv(fa, fb), {}, {}, cfg4, cfg4.judges)
+    assert len(h4["family"]) == 4
+
+
+def test_a_perfectly_consistent_gain_is_significant_and_licensable():
+    from abtest.report.metrics import compute_metrics
+
+    ids = [str(i) for i in range(20)]
+    m, _, _ = compute_metrics(ids, _jv([0.5] * 20, [1.0] * 20), {}, {}, CFG, ["faithfulness"])
+    f = m["faithfulness"]
+    assert f["difference"] == 0.5 and f["p_value"] == pytest.approx(2 * 0.5 ** 20)
+    assert f["significant"] is True and f["direction"] == "B"
+    assert (f["ci_low"], f["ci_high"]) == (0.5, 0.5)
+
+
+def test_mde_never_leaves_the_scale():
+    from abtest.report.metrics import continuous
+
+    m = continuous("faithfulness", {"0": 0.0, "1": 1.0, "2": 0.2}, {"0": 1.0, "1": 0.0, "2": 0.9},
+                   ["0", "1", "2"], 0.05, family_size=5)
+    assert m["mde"]["mde"] is None and "no difference within the 0–1 scale" in m["mde"]["note"]
+    assert -1 <= m["ci_low"] <= m["ci_high"] <= 1
+
+
+def test_drops_are_counted_per_variant_and_reason():
+    from abtest.report.metrics import compute_metrics
+
+    fa = [1.0, None, 0.5, None, 1.0]
+    fb = [None, 1.0, 1.0, None, 0.0]
+    jv = _jv(fa, fb)
+    jv[("abstention", "A")] = {str(i): {"verdict": "abstained" if i == 3 else "answered"}
+                               for i in range(5)}
+    jv[("abstention", "B")] = {str(i): {"verdict": "abstained" if i in (0, 3) else "answered"}
+                               for i in range(5)}
+    ids = [str(i) for i in range(5)]
+    m, _, _ = compute_metrics(ids, jv, {c: True for c in ids}, {}, CFG, CFG.judges)
+    dr = m["faithfulness"]["dropped"]
+    assert (dr["a_only"], dr["b_only"], dr["both"]) == (["1"], ["0"], ["3"])
+    assert dr["reasons"] == {"A": {"abstained": 1, "no factual claim": 1},
+                             "B": {"abstained": 2}}
+    b = m["faithfulness"]["drop_bound"]
+    # worst case: case 0 counts B = 0 against A 1.0; case 1 counts A = 1 against B 1.0
+    assert (b["imputed_a"], b["imputed_b"], b["n"]) == (1, 1, 4)
+    assert b["difference"] == pytest.approx(((0 - 1.0) + (1.0 - 1.0) + (1.0 - 0.5) + (0 - 1.0)) / 4)
+
+
+# --------------------------------------------------------------------------- gate: checks
+
+
+def _check(n_b, pass_b, n_a=None, pass_a=None):
+    return {"n": min(n_b, n_a or 0), "n_a_applicable": n_a or 0, "n_b_applicable": n_b,
+            "n_b_pass": pass_b, "pass_rate_b": pass_b / n_b if n_b else None,
+            "pass_rate_a": (pass_a / n_a) if n_a else None}
+
+
+def test_gate_fails_a_broken_output_contract():
+    rep = make_report()
+    rep["metrics"]["checks"]["json"] = _check(10, 0)  # only B declares JSON output
+    g = gate(rep)
+    assert g["decision"] == "FAIL" and rule(g, "check:json")["status"] == "fail"
+    assert g["reasons"] == ["check:json: 0.000 vs threshold 1.0"]
+    assert rule(g, "check:json")["note"] == "0 of 10 B answers pass"
+
+
+def test_gate_ignores_checks_b_does_not_define():
+    rep = make_report()
+    rep["metrics"]["checks"]["length"] = _check(0, 0, n_a=10, pass_a=2)
+    g = gate(rep)
+    assert g["decision"] == "PASS" and not any(r["name"] == "check:length" for r in g["rules"])
+
+
+def test_gate_compares_at_the_printed_precision():
+    rep = make_report()
+    rep["metrics"]["faithfulness"]["b"] = 0.8999999
+    g = gate(rep)  # prints as 0.900: must not FAIL a 0.90 bar
+    assert rule(g, "faithfulness")["status"] == "pass" and g["decision"] == "PASS"
+    rep["metrics"]["faithfulness"]["b"] = 0.8994
+    assert rule(gate(rep), "faithfulness")["status"] == "fail"
+
+
+def test_checks_table_keeps_a_check_only_b_defines(project):
+    """A check B declares and A does not still appears, with B's pass rate, and gates."""
+    from pathlib import Path
+
+    install(Brain())
+    Path("variants/b.yaml").write_text(Path("variants/b.yaml").read_text()
+                                       + "output: {format: json, required_keys: [answer]}\n")
+    code = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                                    "--b", "variants/b.yaml"])
+    run_id = code.stdout.strip().splitlines()[-1]
+    rep = json.loads(CliRunner().invoke(cli, ["report", run_id, "--format", "json"]).stdout)
+    j = rep["metrics"]["checks"]["json"]
+    assert (j["n_a_applicable"], j["n_b_applicable"], j["pass_rate_b"], j["n"]) == (0, 4, 0.0, 0)
+    g = CliRunner().invoke(cli, ["gate", run_id])
+    assert g.exit_code == 1 and "check:json: 0.000 vs threshold 1.0" in g.stdout
+    md = CliRunner().invoke(cli, ["report", run_id]).stdout
+    assert "| json " in md

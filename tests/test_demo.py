@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
+from scipy import stats as st
+from statsmodels.stats.multitest import multipletests
 
 from abtest.cli import cli
 from fakes import Brain, install
@@ -22,7 +25,26 @@ def test_demo_with_live_on_a_scripted_model(tmp_path, monkeypatch):
     out = r.stdout
     run_id = out.split("run id: ")[1].split()[0]
     rep = json.loads((d / "results" / f"report-{run_id}.json").read_text())
-    assert rep["n_cases"] == 6 and rep["metrics"]["pairwise"]["p_value"] is not None
+    # the scripted model: B (grounded) cites, A (plain) does not; both state the same chunk text,
+    # so the citing answer wins every pairwise comparison and nothing else differs
+    pw = rep["metrics"]["pairwise"]
+    assert rep["n_cases"] == 6 and (pw["b_wins"], pw["a_wins"], pw["no_preference"]) == (6, 0, 0)
+    assert pw["p_value"] == pytest.approx(st.binomtest(6, 6).pvalue)
+    fam = [pw["p_value"]] + [1.0] * 4  # faithfulness, coverage, both refusal rates: no difference
+    assert pw["p_holm"] == pytest.approx(multipletests(fam, method="holm")[1][0])
+    assert pw["significant"] is False and pw["direction"] is None
+    f = rep["metrics"]["faithfulness"]
+    assert (f["a"], f["b"], f["difference"], f["p_value"]) == (1.0, 1.0, 0.0, 1.0)
+    assert rep["claim"]["licensed"] is False
+    assert rep["claim"]["reasons"][0] == "self-judging: the judge model is the generator model"
+    # B answers the three unanswerable questions: the out-of-scope rule fails; B cites the first
+    # chunk retrieved, so citation accuracy is the share of cases where that is the expected one
+    cases = [json.loads(x) for x in (d / "fixtures/normans/cases.jsonl").read_text().splitlines()]
+    hit = [c["context"][0]["id"] in c["expected_citations"] for c in cases if c.get("expected_citations")]
+    want = ["out_of_scope: 0.000 vs threshold 1.0"]
+    if sum(hit) / len(hit) < 0.9:
+        want.append(f"citation_accuracy: {sum(hit) / len(hit):.3f} vs threshold 0.9")
+    assert rep["gate"]["decision"] == "FAIL" and rep["gate"]["reasons"] == want
     assert (d / "results" / f"report-{run_id}.html").exists()
     assert "frozen claim: " in out and "live claim: " in out
     assert "End to end" in out.split("live claim: ")[1]
@@ -32,7 +54,7 @@ def test_demo_with_live_on_a_scripted_model(tmp_path, monkeypatch):
     assert CliRunner().invoke(cli, ["fixtures", "verify", "fixtures/normans"]).exit_code == 0
     assert CliRunner().invoke(cli, ["report", run_id, "--format", "md"]).exit_code == 0
     g = CliRunner().invoke(cli, ["gate", live_id])
-    assert g.exit_code in (0, 1) and ("PASS" in g.stdout or "FAIL" in g.stdout)
+    assert g.exit_code == 1 and "out_of_scope: 0.000 vs threshold 1.0" in g.stdout
     h = CliRunner().invoke(cli, ["history", "--format", "json"])
     assert h.exit_code == 0 and run_id in h.stdout
 

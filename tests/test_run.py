@@ -182,6 +182,32 @@ def test_self_judge_withholds_claim(project, brain):
     assert any("self-judging" in r for r in rep["claim"]["reasons"])
 
 
+def test_self_judge_detected_from_resolved_models(project, brain):
+    """Two model names that resolve to one model are self-judging too; the note names it."""
+    from fakes import Brain
+
+    plain = Brain()
+
+    def one_model(messages, req):
+        out = plain(messages, req)
+        text = out if isinstance(out, str) else json.dumps(out)
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": "one-model-2024-01",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": text}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+    brain.override = one_model
+    run_id = run_ok()
+    rep = json.loads(invoke("report", run_id, "--format", "json")[1])
+    assert rep["models"]["generator"]["requested"] != rep["models"]["judge"]["requested"]
+    assert rep["models"]["generator"]["resolved"] == rep["models"]["judge"]["resolved"] == [
+        "one-model-2024-01"]
+    assert rep["self_judge"] is True and rep["self_judge_model"] == "fake/judge"
+    assert any("self-judging" in r for r in rep["claim"]["reasons"])
+    md = invoke("report", run_id)[1]
+    assert "self-judging: `fake/judge`" in md and "SmolLM2" not in md
+
+
 def test_dry_run_spends_nothing(project, brain):
     code, out, _ = invoke("run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
                           "--b", "variants/b.yaml", "--dry-run")

@@ -347,3 +347,45 @@ def test_holm_result_is_the_adjusted_pvalues_in_input_order():
 
 def test_required_n_usable_as_a_number():
     assert int(S.required_n(d_z=1.5, power=0.95)) == 8
+
+
+def test_wilcoxon_default_is_r_exact_below_50_without_ties_or_zeros():
+    """R's wilcox.test: exact when n < 50 and no ties or zeros (the Darwin vector, exact p
+    0.041259765625); with a tie or a zero, the normal approximation with correction."""
+    d = VECTORS[2]["inputs"]["d"]
+    r = S.wilcoxon([0.0] * len(d), d)
+    assert r.method == "exact" and r.p_value == pytest.approx(0.041259765625, abs=1e-12)
+    tied = list(d[:-1]) + [d[0]]
+    r2 = S.wilcoxon([0.0] * len(tied), tied)
+    want = st.wilcoxon(tied, zero_method="wilcox", correction=True, method="asymptotic").pvalue
+    assert r2.method == "asymptotic" and r2.p_value == pytest.approx(want)
+    big = list(range(1, 51))
+    assert S.wilcoxon([0.0] * 50, big).method == "asymptotic"  # n = 50 is not < 50
+
+
+def test_wilcoxon_ranks_equal_differences_as_ties_despite_float_noise():
+    a = [0.1, 0.2, 0.7, 0.4, 0.5]
+    b = [0.2, 0.3, 0.8, 0.2, 0.9]   # differences 0.1 (three times, in float noise), -0.2, 0.4
+    exact_d = [0.1, 0.1, 0.1, -0.2, 0.4]
+    assert len(set(np.subtract(b, a))) > len(set(exact_d))  # the noise is real
+    r = S.wilcoxon(a, b)
+    want = st.wilcoxon(exact_d, zero_method="wilcox", correction=True, method="asymptotic")
+    assert r.method == "asymptotic" and r.p_value == pytest.approx(want.pvalue)
+
+
+def test_intervals_stay_inside_their_scale():
+    t = S.paired_t([0.0, 0.0, 0.5], [1.0, 1.0, 1.0], limits=(-1.0, 1.0))
+    raw = st.ttest_rel([1.0, 1.0, 1.0], [0.0, 0.0, 0.5]).confidence_interval(0.95)
+    assert raw.high > 1 and t.ci_high == 1.0 and t.ci_low == pytest.approx(max(-1.0, raw.low))
+    w = S.win_rate(19, 0, 1)
+    assert st.ttest_1samp([1.0] * 19 + [0.5], 0.5).confidence_interval(0.95).high > 1
+    assert w.ci_high == 1.0 and 0 <= w.ci_low <= w.estimate
+
+
+@pytest.mark.parametrize("n", [60, 72, 81, 89, 101, 133])
+def test_mde_is_a_positive_number_at_every_n(n):
+    """solve_power returns a 1-element array at these N (it crashed the report) and may land
+    on the negative root: the MDE is the positive d_z with 80% power."""
+    m = S.mde_paired_t(n, sd_d=0.3, alpha=0.01)
+    assert m.d_z > 0 and isinstance(m.d_z, float)
+    assert S.power_paired_t(m.d_z, n, alpha=0.01).power == pytest.approx(0.8, abs=1e-6)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from .metrics import pct
+from .metrics import holm_family, min_n_binary_noninferiority, pct
 
 CLAIM_JUDGES = ("faithfulness", "coverage", "abstention")
 VALIDATED_JUDGES = ("pairwise", "faithfulness", "coverage", "abstention")
@@ -179,6 +179,39 @@ def judge_validation(pairs_by_judge: dict[str, list[tuple[Any, Any]]], cfg) -> d
                    f"{pct(lvl)} limit of Cohen's kappa ≥ {rv.min_kappa}")
     out["min_labels"], out["min_kappa"] = rv.min_labels, rv.min_kappa
     return out
+
+
+def minimum_n(cfg, n_answerable: int | None = None, n_unanswerable: int | None = None) -> dict:
+    """The smallest fixture that can license a claim at the configured margins and alpha,
+    and whether one of the given size can: said before a run (dry run, progress) and in
+    every withheld reason it explains."""
+    m = max(1, len(holm_family(cfg.judges)))
+    # n same-signed faithfulness differences give p = 2 * 0.5**n; Holm's first step is α/m
+    faith = next(n for n in range(2, 200) if 2 * 0.5 ** n <= cfg.alpha / m)
+    out = {"answerable": max(faith, min_n_binary_noninferiority(
+               cfg.margins.abstention_answerable, cfg.alpha) or 0),
+           "unanswerable": min_n_binary_noninferiority(cfg.margins.abstention_unanswerable,
+                                                       cfg.alpha),
+           "margins": cfg.margins.model_dump(), "alpha": cfg.alpha,
+           "why": ("with no discordant pair the upper (1 − 2α) Tango limit of a refusal-rate "
+                   "difference is z²/(N + z²), which must fall below its margin; n equal "
+                   "faithfulness gains give p = 2·0.5ⁿ, which must pass Holm's first step α/m")}
+    if n_answerable is not None:
+        out["fixture"] = {"answerable": n_answerable, "unanswerable": n_unanswerable}
+        out["can_license"] = bool(n_answerable >= out["answerable"]
+                                  and (n_unanswerable or 0) >= (out["unanswerable"] or 0))
+    return out
+
+
+def minimum_n_text(mn: dict) -> str:
+    fx = mn.get("fixture") or {}
+    head = (f"this fixture ({fx.get('answerable')} answerable, {fx.get('unanswerable')} "
+            "unanswerable cases) " if fx else "")
+    verb = "can license a claim" if mn.get("can_license") else "cannot license a claim"
+    return (f"{head}{verb if fx else 'a claim needs'}: at the margins "
+            f"{mn['margins']['abstention_answerable']} (answerable refusals) and "
+            f"{mn['margins']['abstention_unanswerable']} (unanswerable abstention) a claim needs "
+            f"at least {mn['answerable']} answerable and {mn['unanswerable']} unanswerable cases")
 
 
 def licensed_claim(report: dict, cfg) -> dict:
