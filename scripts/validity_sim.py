@@ -272,7 +272,8 @@ class World:
         return self.cases[int(cid[1:])]
 
     def _j_claims(self, prompt):
-        return {"claims": self.claims_of(_tag(prompt, "answer"))}
+        ans = _tag(prompt, "answer")
+        return {"claims": self.claims_of(ans), "abstained": self.abstained(ans)}
 
     def _j_claimverdicts(self, prompt):
         case = self._case_in(_tag(prompt, "context"))

@@ -134,8 +134,8 @@ class Brain:
         ans = _tag(prompt, "answer")
         ans = re.sub(r"\s*\[[^\]]+\]", "", ans).strip()
         sents = [x.strip() for x in re.split(r"(?<=[.!?])\s+", ans) if x.strip()]
-        return {"claims": [x for x in sents if not re.search(r"\bknow\b|not in the|does not say",
-                                                             x, re.I)]}
+        claims = [x for x in sents if not re.search(r"\bknow\b|not in the|does not say", x, re.I)]
+        return {"claims": claims, "abstained": not claims and "know" in ans.lower()}
 
     def j_claimverdicts(self, prompt):
         """Supported when a chunk states the claim word for word (anywhere in its text)."""

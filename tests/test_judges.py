@@ -107,12 +107,41 @@ def test_hedged_hallucination_is_extracted_and_scored(tmp_path, brain):
     assert row["verdict"] == "scored" and row["score"] == 0.0
     assert claims == [{"claim": "Normandy is in Spain.", "verdict": "not_in_context",
                        "chunk_id": None}]
-    rows = J.claims_and_abstention(gw, judge_spec(), case(), "I do not know for certain. Normandy "
-                                   "is in Spain.", "B", ["faithfulness", "abstention"])
+    hedged = "I do not know for certain. Normandy is in Spain."
+    rows = J.claims_and_abstention(gw, judge_spec(), case(), hedged, "B",
+                                   ["faithfulness", "abstention"])
     ab = rows[1][0]
-    # the judge took the hedge for an abstention; the answer's claim overrules it
+    assert ab["verdict"] == "answered" and json.loads(ab["result_json"]) == {
+        "method": "asked with the claim extraction", "judge_said": "answered"}
+    n_calls = len(brain.calls)
+
+    # a judge fooled by the hedge: the answer's claim overrules it
+    plain = brain.j_claims
+    brain.j_claims = lambda prompt: {**plain(prompt), "abstained": True}
+    rows = J.claims_and_abstention(gw, judge_spec(), case(), hedged + " ", "B",
+                                   ["faithfulness", "abstention"])
+    ab = rows[1][0]
     assert json.loads(ab["result_json"])["judge_said"] == "abstained"
     assert ab["verdict"] == "answered" and ab["score"] == 0.0
+    assert "1 factual claim" in ab["rationale"]
+    # abstention asked in the extraction call: no call of its own (the verification of the
+    # same claim comes from the response cache)
+    assert [c["req"]["response_format"]["json_schema"]["name"] for c in brain.calls[n_calls:]] \
+        == ["claims"]
+
+
+def test_abstention_has_its_own_call_when_the_extractor_leaves_it_out(tmp_path, brain):
+    from abtest import judges as J
+
+    plain = brain.j_claims
+    brain.j_claims = lambda prompt: {"claims": plain(prompt)["claims"]}  # no "abstained"
+    store, gw = gateway(tmp_path)
+    rows = J.claims_and_abstention(gw, judge_spec(), case(), "I don't know.", "B",
+                                   ["faithfulness", "abstention"])
+    assert [c["req"]["response_format"]["json_schema"]["name"] for c in brain.calls] == [
+        "claims", "abstained"]
+    assert rows[1][0]["verdict"] == "abstained"
+    assert json.loads(rows[1][0]["result_json"])["method"] == "llm"
 
 
 def test_claims_stored_with_supporting_chunk(tmp_path, brain):

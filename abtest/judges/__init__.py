@@ -6,13 +6,14 @@ claims for faithfulness); an error is stored as an error, never as 0 or 1.
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from ..models import Case
-from .common import (ask_json, context_block, load_prompt, neutralise,  # noqa: F401
-                     numbered_schema, to_json)
+from .common import (JudgeCall, ask_json, context_block, load_prompt,  # noqa: F401
+                     neutralise, numbered_schema, to_json)
 
 
 class PairwiseVerdict(BaseModel):
@@ -23,6 +24,15 @@ class PairwiseVerdict(BaseModel):
 
 class Claims(BaseModel):
     claims: list[str] = Field(json_schema_extra={"items": {"type": "string", "maxLength": 160}})
+    abstained: bool | None = None  # asked in the same call; None when a judge left it out
+
+
+def claims_schema(max_claims: int) -> dict:
+    schema = Claims.model_json_schema()
+    schema["properties"]["claims"]["maxItems"] = max_claims
+    schema["properties"]["abstained"] = {"type": "boolean"}
+    schema["required"] = ["claims", "abstained"]
+    return schema
 
 
 class Verdict(BaseModel):
@@ -124,19 +134,18 @@ def faithfulness(gateway, spec, case: Case, answer: str, variant: str, *,
     Every answer goes through extraction, refusal-sounding or not: "I do not know for
     certain. The depot opens at 9am." makes a claim that must be checked, and only an
     answer with no claim at all has no score."""
-    pe, pv = load_prompt("claims_extract_v1"), load_prompt("claims_verify_v1")
+    pe, pv = load_prompt("claims_extract_v2"), load_prompt("claims_verify_v1")
     sha = f"{pe.sha256[:16]}+{pv.sha256[:16]}"
-    schema = Claims.model_json_schema()
-    schema["properties"]["claims"]["maxItems"] = max_claims
     ext = ask_json(gateway, spec, pe, {"question": case.question, "answer": answer,
                                        "max_claims": str(max_claims)}, Claims,
-                   purpose="judge:claims", case_id=case.id, schema=schema)
+                   purpose="judge:claims", case_id=case.id, schema=claims_schema(max_claims))
     if ext.value is None:
         return _row(case, "faithfulness", variant, ext, prompt_sha=sha), []
     claims = [c.strip() for c in ext.value.claims if c and c.strip()][:max_claims]
+    said = ext.value.abstained
     if not claims:
         return _row(case, "faithfulness", variant, ext, verdict="no_claims", prompt_sha=sha,
-                    rationale="no factual claims extracted"), []
+                    rationale="no factual claims extracted", result={"abstained": said}), []
     numbered = "\n".join(f"{i + 1}. {c}" for i, c in enumerate(claims))
     ver = ask_json(gateway, spec, pv, {"context": context_block(case.context), "claims": numbered},
                    ClaimVerdicts, purpose="judge:verify", case_id=case.id,
@@ -161,7 +170,7 @@ def faithfulness(gateway, spec, case: Case, answer: str, variant: str, *,
     supported = sum(1 for r in rows if r["verdict"] == "supported")
     score = supported / len(rows)
     return _row(case, "faithfulness", variant, ver, verdict="scored", score=score, prompt_sha=sha,
-                result={"n_claims": len(rows), "supported": supported,
+                result={"n_claims": len(rows), "supported": supported, "abstained": said,
                         "contradicted": sum(1 for r in rows if r["verdict"] == "contradicted")}), rows
 
 
@@ -213,30 +222,44 @@ def abstention(gateway, spec, case: Case, answer: str, variant: str, *,
                     purpose="judge:abstention", case_id=case.id)
     if call.value is None:
         return _row(case, "abstention", variant, call, prompt_sha=p.sha256)
-    said = call.value.abstained
-    result: dict = {"method": "llm", "judge_said": "abstained" if said else "answered"}
+    return _abstention_row(case, variant, call, call.value.abstained, n_claims, p.sha256, "llm")
+
+
+def _abstention_row(case: Case, variant: str, call, said: bool, n_claims: int | None,
+                    prompt_sha: str, method: str) -> dict:
+    result: dict = {"method": method, "judge_said": "abstained" if said else "answered"}
     ab = said
     if said and n_claims:
         ab = False
         result["overruled"] = f"the answer makes {n_claims} factual claim(s)"
     return _row(case, "abstention", variant, call, verdict="abstained" if ab else "answered",
-                score=1.0 if ab else 0.0, prompt_sha=p.sha256, result=result,
+                score=1.0 if ab else 0.0, prompt_sha=prompt_sha, result=result,
                 rationale=result.get("overruled"))
 
 
 def claims_and_abstention(gateway, spec, case: Case, answer: str, variant: str, judges,
                           *, max_claims: int = 8) -> list[tuple[dict, list | None]]:
-    """Faithfulness, then abstention told how many claims the answer makes: the one order
-    both frozen and live runs use, so an answer that makes a claim is never an abstention."""
-    rows: list[tuple[dict, list | None]] = []
-    n_claims = None
-    if "faithfulness" in judges:
-        row, claims = faithfulness(gateway, spec, case, answer, variant, max_claims=max_claims)
-        rows.append((row, claims))
-        if row.get("error") is None:
-            n_claims = len(claims)
-    if "abstention" in judges:
-        rows.append((abstention(gateway, spec, case, answer, variant, n_claims=n_claims), None))
+    """Faithfulness, then abstention: the one order frozen and live runs both use.
+
+    The claim extraction asks whether the answer abstains in the same call, so abstention
+    costs no call of its own when both judges run (a judge that leaves the field out gets
+    the separate abstention prompt); and an answer that makes a claim is never an
+    abstention."""
+    if "faithfulness" not in judges:
+        return [(abstention(gateway, spec, case, answer, variant), None)]
+    row, claims = faithfulness(gateway, spec, case, answer, variant, max_claims=max_claims)
+    rows: list[tuple[dict, list | None]] = [(row, claims)]
+    if "abstention" not in judges:
+        return rows
+    said = json.loads(row["result_json"]).get("abstained") if row.get("result_json") else None
+    if row.get("error") is None and said is not None:
+        shared = JudgeCall(None, None, row["call_hashes"].split(",")[:1], row["model_resolved"])
+        rows.append((_abstention_row(case, variant, shared, said, len(claims),
+                                     load_prompt("claims_extract_v2").sha256,
+                                     "asked with the claim extraction"), None))
+    else:
+        n = len(claims) if row.get("error") is None else None
+        rows.append((abstention(gateway, spec, case, answer, variant, n_claims=n), None))
     return rows
 
 
