@@ -273,6 +273,30 @@ def test_non_numeric_values_do_not_reach_svg_coordinates(sample):
     assert len(by_class(svg(root, "case-scatter"), "circle", "case-point")) == 5
 
 
+def test_judge_validation_per_judge_and_length_caveat(page, sample):
+    root = parse(page)
+    box = next(e for e in root.iter("div") if e.get("id") == "judge-validation")
+    rows = [[text_of(td) for td in tr.iter("td")] for tr in box.iter("tr")][1:]
+    assert [r[0] for r in rows] == ["pairwise", "faithfulness", "coverage", "abstention"]
+    assert [r[1] for r in rows] == ["no", "yes", "yes", "yes"]
+    assert rows[1][5] == "validated" and rows[2][5].startswith("not validated")
+    assert "< 0.6 <judge>" in rows[2][5]  # escaped text, no element built from it
+    assert not any(e.tag == "judge" for e in box.iter())
+    cav = next(e for e in root.iter("div") if e.get("id") == "length-caveat")
+    assert "cannot be separated from answer length" in text_of(cav)
+    assert not any(e.tag == "i" for e in cav.iter())
+    assert "abstained <b>x</b> 3" in text_of(root) and "does not hold" in text_of(root)
+
+
+def test_withheld_estimates_banner(sample):
+    r = copy.deepcopy(sample)
+    r["metrics"], r["status"] = {}, "incomplete"
+    r["estimates_withheld"] = "incomplete run: 2 case(s) unfinished; no metric <x>"
+    root = parse(render_html(r))
+    w = next(e for e in root.iter("div") if e.get("id") == "withheld")
+    assert "no metric <x>" in text_of(w)
+
+
 def test_render_dispatch(sample):
     from abtest.report import render
 
@@ -311,6 +335,11 @@ def test_chromium_renders_the_plots(page, sample, tmp_path):
     assert "<script" not in dom.lower() and "<img" not in dom.lower()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
     assert "injected cell" in dom and "<td>injected" not in dom
+    # the per-judge validation table and the length caveat, as the browser built them
+    jv = dom.split('id="judge-validation"')[1].split("</table>")[0]
+    assert len(re.findall(r"<tr\b", jv)) == 5 and "not validated" in jv
+    assert "&lt;judge&gt;" in jv and "<judge>" not in jv
+    assert re.search(r'id="length-caveat"[^>]*>.*cannot be separated from answer length', dom)
 
 
 @pytest.mark.chromium
