@@ -202,7 +202,7 @@ def test_endpoint_stopped_mid_run_saves_finished_and_exits_3(live_project, brain
     assert run["status"] == "incomplete"
     assert rep["status"] == "incomplete" and rep["unfinished_cases"] == ["q4"]
     assert rep["n_finished"] == 3 and "endpoint unreachable" in rep["incomplete_reason"]
-    assert rep["metrics"] == {}  # an incomplete live run estimates nothing
+    assert rep["metrics"] == {} and "no metric" in rep["estimates_withheld"]  # nothing estimated
     assert rep["gate"]["decision"] == "INCOMPLETE" and rep["gate"]["exit_code"] == 3
     assert rep["claim"]["licensed"] is False and "incomplete live run" in rep["claim"]["statement"]
     q4 = next(r for r in rep["per_case"] if r["case_id"] == "q4")

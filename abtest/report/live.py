@@ -162,6 +162,10 @@ def frozen_comparison_rows(frozen: dict, live: dict) -> list[dict]:
     return rows
 
 
+def cfg_alpha(r: dict) -> float:
+    return (r.get("holm") or {}).get("alpha", 0.05)
+
+
 def _effect_text(m: dict) -> str:
     f = m.get("faithfulness") or {}
     if f.get("difference") is None:
@@ -329,6 +333,10 @@ def build_live_report(store, run_id: str, config=None) -> dict:
                                 chunk_ids, cfg),
         "calls": _calls(store, run_id, len(order)),
     }
+    if status != "complete":
+        report["estimates_withheld"] = (
+            f"incomplete live run: {len(unfinished)} question(s) unfinished; no metric, p-value "
+            "or interval is shown until every question is finished")
     frozen = None
     fid = info.get("frozen_run_id")
     if fid:
@@ -446,7 +454,7 @@ def render_live_markdown(r: dict) -> str:
         add("")
     add("## Live metrics")
     add("")
-    add("| metric | n | A | B | B − A | 95% CI | p (Holm) |")
+    add(f"| metric | n | A | B | B − A | {pct(1 - cfg_alpha(r))} CI | p (Holm) |")
     add("|---|---|---|---|---|---|---|")
 
     def line(name, mm):
@@ -465,6 +473,16 @@ def render_live_markdown(r: dict) -> str:
     retr = m.get("retrieval") or {}
     line("context precision", retr.get("context_precision"))
     line("context recall", retr.get("context_recall"))
+    add("")
+    if r.get("estimates_withheld"):
+        add("_No estimate is shown for an incomplete live run: finished questions are listed "
+            "below; `abtest live … --resume` continues._")
+        add("")
+    from .markdown import judge_validation_md
+
+    add("## Judge validation (human labels, per judge)")
+    add("")
+    add(judge_validation_md(r.get("judge_validation") or {}))
     add("")
     cp = retr.get("context_precision") or {}
     add(f"Retrieval metrics exclude {cp.get('n_excluded_no_relevant_ids', 0)} question(s) without "
