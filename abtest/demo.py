@@ -122,6 +122,8 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str 
         paths.append(out_html)
     except ImportError:
         pass
+    from .report.metrics import pct
+
     pw = rep["metrics"].get("pairwise") or {}
     f = rep["metrics"].get("faithfulness") or {}
     print(f"run id: {res.run_id} ({rep['status']}, {rep['n_cases']} cases, "
@@ -133,7 +135,8 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str 
               f"{pw['no_preference']}; sign test p = {pw['p_value']:.3f}")
     if f.get("difference") is not None:
         print(f"faithfulness: A {f['a']:.2f}, B {f['b']:.2f}, B − A {f['difference']:+.2f} "
-              f"(95% CI {f['ci_low'] if f['ci_low'] is None else round(f['ci_low'], 2)} to "
+              f"({pct(f.get('conf_level') or 0.95)} CI "
+              f"{f['ci_low'] if f['ci_low'] is None else round(f['ci_low'], 2)} to "
               f"{f['ci_high'] if f['ci_high'] is None else round(f['ci_high'], 2)})")
     print("claim: " + (rep["claim"]["sentence"] if rep["claim"]["licensed"]
                        else "not licensed — " + rep["claim"]["reasons"][0]))

@@ -1,8 +1,10 @@
 """The release gate over one run's report: PASS (0) / FAIL (1) / INCOMPLETE (3).
 
 The candidate is variant B. A metric a frozen run cannot measure is 'not
-applicable' and never counts as passed; an incident or a missing out-of-scope set
-blocks PASS; an incomplete run is never passed.
+applicable' and never counts as passed; an incident, a missing out-of-scope set or a
+deterministic check B defines failing on more than its allowance (gates.checks) blocks
+PASS; an incomplete run is never passed. Values are compared at the precision the
+report prints them.
 """
 
 from __future__ import annotations
