@@ -378,3 +378,17 @@ def test_shipped_injection_fixture_is_neutralised(tmp_path, monkeypatch, brain):
         for tag in ("context", "response_1", "response_2", "claims", "answer", "question"):
             assert prompt.count(f"<{tag}>") <= 1 and prompt.count(f"</{tag}>") <= 1, tag
     assert any("‹/response_1›" in p for p in judged)
+
+
+@pytest.mark.parametrize("said", [True, False])
+def test_abstention_asked_with_the_extraction_is_the_extractors_verdict(tmp_path, brain, said):
+    """An answer with no claim is an abstention exactly when the judge says so."""
+    from abtest import judges as J
+
+    brain.j_claims = lambda prompt: {"claims": [], "abstained": said}
+    store, gw = gateway(tmp_path)
+    rows = J.claims_and_abstention(gw, judge_spec(), case(), "Yes.", "A",
+                                   ["faithfulness", "abstention"])
+    assert rows[0][0]["verdict"] == "no_claims"
+    assert rows[1][0]["verdict"] == ("abstained" if said else "answered")
+    assert len(brain.calls) == 1
