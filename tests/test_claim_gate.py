@@ -778,3 +778,133 @@ def test_checks_table_keeps_a_check_only_b_defines(project):
     assert g.exit_code == 1 and "check:json: 0.000 vs threshold 1.0" in g.stdout
     md = CliRunner().invoke(cli, ["report", run_id]).stdout
     assert "| json " in md
+
+
+# --------------------------------------------------------------------------- mutation follow-ups
+
+
+def test_sentence_has_no_drop_note_without_drops_and_its_level_follows_alpha():
+    s = claim(make_report())["sentence"]
+    assert "dropped" not in s
+    rep = make_report()
+    rep["metrics"]["faithfulness"].pop("conf_level")
+    c = licensed_claim(rep, Config(alpha=0.01))
+    assert c["licensed"] and "99% CI" in c["sentence"]
+
+
+def test_coverage_noninferiority_needs_two_pairs():
+    from abtest.report.metrics import noninferiority_continuous
+
+    ni = noninferiority_continuous({"1": 0.5}, {"1": 0.9}, ["1"], 0.05, 0.05)
+    assert ni["holds"] is False and ni["note"] == "fewer than 2 pairs"
+    # one-sided missing scores are not pairs
+    ni = noninferiority_continuous({"1": 0.5, "2": None}, {"1": 0.9, "2": 0.7}, ["1", "2"],
+                                   0.05, 0.05)
+    assert ni["holds"] is False
+
+
+def test_judge_validation_at_the_boundary_and_at_another_alpha():
+    from abtest.report.claim import judge_validation
+
+    pairs = [("supported", "supported")] * 20 + [("unsupported", "unsupported")] * 18 + \
+        [("supported", "unsupported")] * 2
+    k, lo = st_kappa(pairs)
+    at = Config(review={"min_labels": 30, "min_kappa": lo})
+    assert judge_validation({"faithfulness": pairs}, at)["faithfulness"]["validated"] is True
+    above = Config(review={"min_labels": 30, "min_kappa": lo + 1e-9})
+    assert judge_validation({"faithfulness": pairs}, above)["faithfulness"]["validated"] is False
+    # at alpha 0.01 the lower limit is the 99% one, computed independently
+    from scipy.stats import norm
+
+    v99 = judge_validation({"faithfulness": pairs}, Config(alpha=0.01))["faithfulness"]
+    se = (k - lo) / norm.ppf(0.975)
+    assert v99["ci_low"] == pytest.approx(k - norm.ppf(0.995) * se)
+    two = judge_validation({"faithfulness": pairs[:1] + pairs[-1:]},
+                           Config(review={"min_labels": 2, "min_kappa": -0.5}))["faithfulness"]
+    assert two["n_labels"] == 2 and two["kappa"] is not None
+
+
+@pytest.mark.parametrize("n_ans,n_un,ok", [(52, 25, True), (51, 25, False), (52, 24, False),
+                                           (400, 0, False)])
+def test_minimum_n_decides_can_license(n_ans, n_un, ok):
+    from abtest.report.claim import minimum_n
+
+    assert minimum_n(CFG, n_ans, n_un)["can_license"] is ok
+
+
+@pytest.mark.parametrize("judges,n", [(None, 8), (["faithfulness", "coverage", "abstention"], 8),
+                                      (["faithfulness"], 6)])
+def test_minimum_n_for_faithfulness_follows_the_holm_family(judges, n):
+    """n equal gains give p = 2·0.5ⁿ, which must pass α/m (m = the family size)."""
+    from abtest.report.claim import minimum_n
+
+    cfg = Config(margins={"abstention_answerable": 0.9}, **({"judges": judges} if judges else {}))
+    m = {None: 5, 3: 4, 1: 1}[None if judges is None else len(judges)]  # abstention counts twice
+    want = next(k for k in range(2, 100) if 2 * 0.5 ** k <= 0.05 / m)
+    assert minimum_n(cfg)["answerable"] == want == n
+
+
+def _length_data(rng, n, b_longer_share, win):
+    """Decisive pairs: lengths, and a B win drawn by `win(len_a, len_b)`."""
+    out = []
+    for _ in range(n):
+        la = rng.randint(100, 300)
+        lb = la + rng.randint(40, 200) * (1 if rng.random() < b_longer_share else -1)
+        out.append(("B" if rng.random() < win(la, lb) else "A", la, lb))
+    return out
+
+
+def _independent_lc(data):
+    import numpy as np
+    from statsmodels.discrete.discrete_model import Logit
+
+    d = np.array([lb - la for _, la, lb in data], float)
+    x = np.tanh(d / d.std(ddof=1))
+    y = np.array([o == "B" for o, _, _ in data], float)
+    fit = Logit(y, np.column_stack([np.ones(len(x)), x])).fit(disp=0)
+    b0, se0 = fit.params[0], fit.bse[0]
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    return sig(b0), sig(b0 - 1.959963984540054 * se0), sig(b0 + 1.959963984540054 * se0), fit
+
+
+def test_length_controlled_share_matches_statsmodels_and_keeps_a_real_preference():
+    import random
+
+    from abtest.report.metrics import length_bias
+
+    data = _length_data(random.Random(5), 80, 0.5, lambda la, lb: 0.8)  # B preferred, any length
+    lb_ = length_bias([o for o, _, _ in data], [a for _, a, _ in data], [b for _, _, b in data], 0.05)
+    share, lo, hi, fit = _independent_lc(data)
+    assert lb_["separable"] is True
+    assert lb_["lc_share_b"] == pytest.approx(share) and lb_["lc_ci_low"] == pytest.approx(lo)
+    assert lb_["lc_ci_high"] == pytest.approx(hi)
+    assert lb_["length_p_value"] == pytest.approx(fit.pvalues[1])
+    assert lo > 0.5 and lb_["explained_by_length"] is False and lb_["caveat"] is None
+
+
+def test_length_controlled_share_catches_wins_that_follow_length():
+    import random
+
+    from abtest.report.metrics import length_bias
+
+    data = _length_data(random.Random(7), 80, 0.75, lambda la, lb: 0.85 if lb > la else 0.15)
+    lb_ = length_bias([o for o, _, _ in data], [a for _, a, _ in data], [b for _, _, b in data], 0.05)
+    share, lo, hi, _ = _independent_lc(data)
+    assert sum(o == "B" for o, _, _ in data) > 40  # B "wins" overall
+    assert lb_["separable"] is True and lo < 0.5 < hi
+    assert lb_["explained_by_length"] is True
+    assert lb_["caveat"].startswith("B's preference is not shown once length is controlled")
+
+
+def test_length_bias_without_a_fit():
+    from abtest.report.metrics import length_bias
+
+    # wins follow length exactly: perfect separation, no estimate at equal length
+    outs = ["B"] * 6 + ["A"] * 6
+    la = [100] * 12
+    lb = [200] * 6 + [50] * 6
+    r = length_bias(outs, la, lb, 0.05)
+    assert r["separable"] is False and "perfect separation" in r["note"]
+    # all wins for one side: no fit either (one class)
+    r = length_bias(["B"] * 12, la, lb, 0.05)
+    assert r["lc_share_b"] is None and r["separable"] is False

@@ -124,6 +124,18 @@ def test_every_family_member_matches_an_independent_computation(world):
         assert g["p_value"] == pytest.approx(p, rel=1e-9), g["metric"]
         assert g["p_holm"] == pytest.approx(ph, rel=1e-9), g["metric"]
         assert g["significant"] is bool(rj), g["metric"]
+    # the intervals: faithfulness and coverage paired t (coverage's non-inferiority at 90 %),
+    # pairwise the t interval on per-case scores {1, .5, 0} as B − A win rates
+    assert (m["faithfulness"]["ci_low"], m["faithfulness"]["ci_high"]) == pytest.approx(
+        tuple(t.confidence_interval(0.95)))
+    ni = m["coverage"]["noninferiority"]
+    assert ni["conf_level"] == pytest.approx(0.90)
+    assert ni["ci_low"] == pytest.approx(tc.confidence_interval(0.90).low)
+    assert ni["holds"] is bool(tc.confidence_interval(0.90).low > -0.05)
+    scores = [1.0] * 4 + [0.0] + [0.5] * (N_ANS + N_UN - 5)
+    wr = st.ttest_1samp(scores, 0.5).confidence_interval(0.95)
+    assert m["pairwise"]["ci_low"] == pytest.approx(2 * wr.low - 1)
+    assert m["pairwise"]["ci_high"] == pytest.approx(2 * wr.high - 1)
     # the counts behind them
     assert (m["pairwise"]["b_wins"], m["pairwise"]["a_wins"]) == (4, 1)
     assert m["faithfulness"]["n"] == len(used) and m["faithfulness"]["difference"] == pytest.approx(
