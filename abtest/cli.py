@@ -568,7 +568,11 @@ def review_export(ctx, run_id, n, seed, out):
         store.close()
     for p in res["paths"]:
         click.echo(str(p))
-    _progress(f"{res['n_items']} items to label; then: abtest review import {run_id} FILE")
+    c = res["counts"]
+    _progress(f"{res['n_items']} items to label (pairwise {c['pairwise_flagged']} disagreements "
+              f"+ {c['pairwise_sampled']}, claims {c['claims']}, coverage points "
+              f"{c['coverage_points']}, abstention {c['abstention_answers']}); each judge is "
+              f"validated on its own items. Then: abtest review import {run_id} FILE")
 
 
 @review.command("import")

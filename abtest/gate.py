@@ -55,7 +55,7 @@ def evaluate_gate(report: dict, gates: Gates) -> dict:
         rules.append(_rule("out_of_scope", ab_un.get("b"), gates.out_of_scope, ">="))
     checks = m.get("checks") or {}
     ca = checks.get("citation_accuracy") or {}
-    has_ca = ca.get("n_b_applicable", ca.get("n"))
+    has_ca = ca.get("n_b_applicable")
     rules.append(_rule("citation_accuracy", ca.get("pass_rate_b") if has_ca else None,
                        gates.citation_accuracy, ">=",
                        note=None if has_ca else "no case has expected_citations"))

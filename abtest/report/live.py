@@ -87,24 +87,13 @@ def _latency(finished, items) -> dict:
 
 
 def _checks(finished, checks, alpha) -> dict:
-    from .. import stats
-    from ..checks import paired_check_table
+    """The frozen report's checks table over this run's stored check rows."""
+    from .build import _checks_table
 
-    res = {v: defaultdict(list) for v in VARIANTS}
-    fin = set(finished)
+    chk_by: dict[tuple[str, str], dict] = defaultdict(dict)
     for c in checks:
-        if c["case_id"] in fin:
-            res[c["variant"]][c["case_id"]].append({"name": c["name"], "passed": c["passed"]})
-    out = {}
-    for name, s in paired_check_table(res["A"], res["B"]).items():
-        d = s.model_dump()
-        if s.n:
-            d.update({"test": "mcnemar_midp",
-                      "p_value": stats.mcnemar(s.n10, s.n01, method="midp").p_value})
-        else:
-            d.update({"test": None, "p_value": None})
-        out[name] = d
-    return out
+        chk_by[(c["case_id"], c["variant"])][c["name"]] = c["passed"]
+    return _checks_table(chk_by, set(finished), alpha)
 
 
 def _incidents(finished, jby, claims, answers, questions, chunk_ids, cfg) -> list[dict]:
