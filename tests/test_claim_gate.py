@@ -787,9 +787,19 @@ def test_sentence_has_no_drop_note_without_drops_and_its_level_follows_alpha():
     s = claim(make_report())["sentence"]
     assert "dropped" not in s
     rep = make_report()
-    rep["metrics"]["faithfulness"].pop("conf_level")
+    rep["metrics"]["faithfulness"]["conf_level"] = 0.99
     c = licensed_claim(rep, Config(alpha=0.01))
     assert c["licensed"] and "99% CI" in c["sentence"]
+
+
+@pytest.mark.parametrize("imputed_a,imputed_b", [(2, 2), (3, 0), (0, 3)])
+def test_any_failed_drop_bound_withholds_a_significant_gain(imputed_a, imputed_b):
+    rep = make_report()
+    rep["metrics"]["faithfulness"]["drop_bound"].update(imputed_a=imputed_a, imputed_b=imputed_b,
+                                                        holds=False)
+    r = withheld(rep)
+    assert r.startswith("the faithfulness gain does not survive")
+    assert f"({imputed_b} without a B score" in r and f", {imputed_a} without an A score" in r
 
 
 def test_coverage_noninferiority_needs_two_pairs():

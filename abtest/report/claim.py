@@ -44,7 +44,7 @@ def _signed(x) -> str:
 def _faithfulness_reasons(f: dict | None, alpha: float) -> list[str]:
     if not f or f.get("difference") is None:
         return ["faithfulness was not measured on any complete pair"]
-    lvl = pct(f.get("conf_level") or 1 - alpha)
+    lvl = pct(f["conf_level"])
     what = (f"faithfulness B − A = {_signed(f['difference'])} ({lvl} CI {fmt(f['ci_low'])} to "
             f"{fmt(f['ci_high'])}, Holm p = {fmt(f.get('p_holm'))})")
     out = []
@@ -62,10 +62,12 @@ def _faithfulness_reasons(f: dict | None, alpha: float) -> list[str]:
         out.append(f"significant, in A's favour: {what}")
     elif f["difference"] == 0:
         out.append(f"no difference: {what}")
+    # the bound is over the same pairs plus the answerable one-sided drops: without such a
+    # drop it holds whenever the Holm-adjusted test does, so only a significant gain is checked
     dr = f.get("dropped") or {}
     bound = f.get("drop_bound") or {}
-    one_sided = (bound.get("imputed_a") or 0) + (bound.get("imputed_b") or 0)
-    if one_sided and f["difference"] > 0 and not bound.get("holds"):
+    significant_gain = f.get("p_holm") is not None and f["p_holm"] <= alpha and f["difference"] > 0
+    if significant_gain and not bound.get("holds"):
         why_b = ", ".join(f"{k} {v}" for k, v in ((dr.get("reasons") or {}).get("B") or {}).items())
         out.append(f"the faithfulness gain does not survive the answerable pairs only one "
                    f"variant left unscored ({bound.get('imputed_b')} without a B score"
@@ -257,7 +259,7 @@ def sentence(m: dict, val: dict, cfg, prefix: str = "Given these contexts") -> s
                    "case for them")
     kappas = ", ".join(f"{j} {fmt(val[j]['kappa'])} (lower limit {fmt(val[j]['ci_low'])}, "
                        f"{val[j]['n_labels']} labels)" for j in CLAIM_JUDGES)
-    lvl = pct(f.get("conf_level") or 1 - cfg.alpha)
+    lvl = pct(f["conf_level"])
     return (f"{prefix}, variant B was more faithful and no less complete than A, paired over "
             f"{f['n']} questions{dropped} (faithfulness {f['difference']:+.3f}, {lvl} CI "
             f"{fmt(f['ci_low'])} to {fmt(f['ci_high'])}, Holm p = {fmt(f['p_holm'])}; coverage "
