@@ -137,9 +137,11 @@ def mutants(target: str) -> tuple[list[Mutant], str]:
     return out, src
 
 
-def mutated_source(target: str, index: int) -> str:
-    path, functions, _ = TARGETS[target]
-    tree = ast.parse((ROOT / path).read_text())
+def mutated_source(target: str, index: int, src: str) -> str:
+    """`src` with mutant `index` of `target` applied (sites are counted in `src` itself, so
+    editing the working tree during a run changes nothing)."""
+    _, functions, _ = TARGETS[target]
+    tree = ast.parse(src)
     node, _, apply = _sites(tree, set(functions))[index]
     new = apply(copy.deepcopy(node))
 
@@ -163,7 +165,7 @@ def run_one(m: Mutant, workdir: Path, timeout: int) -> tuple[Mutant, str]:
     path, _, tests = TARGETS[m.target]
     target = workdir / path
     original = target.read_text()
-    target.write_text(mutated_source(m.target, m.index))
+    target.write_text(mutated_source(m.target, m.index, original))
     try:
         env = {**os.environ, "PYTHONPATH": str(workdir), "PYTHONDONTWRITEBYTECODE": "1"}
         r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
@@ -186,7 +188,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     todo: list[Mutant] = []
     for t in args.only or TARGETS:
-        todo += mutants(t)[0]
+        todo += mutants(t)[0]  # counted in the working tree, which the scratch copies snapshot
     if args.list:
         for m in todo:
             print(f"{m.name}: {m.before}  →  {m.after}")

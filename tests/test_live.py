@@ -352,3 +352,36 @@ def test_store_migration_adds_live_items(tmp_path):
         names = [r["name"] for r in s.query("SELECT name FROM _abtest_migrations ORDER BY name")]
         assert names[:2] == ["m001_initial", "m002_live"]
         assert "live_items" in s.RUN_TABLES
+
+
+def test_live_claim_borrows_each_judge_validation_only_from_the_same_judge():
+    """A judge validated on the frozen run stands for the live run when the judge model is
+    the same — judge by judge; a different judge model must be validated on its own."""
+    import copy
+
+    from abtest.models import Config
+    from abtest.report.live import live_claim
+    from test_claim_gate import _BASE, _val
+
+    live = copy.deepcopy(_BASE)
+    live.update(kind="live", retriever="http", corpus_version="v9",
+                versions={"a": ["a1"], "b": ["b1"]})
+    live["metrics"].update(retrieval={}, latency={})
+    none = {"n_labels": 0, "kappa": None, "ci_low": None, "validated": False,
+            "reason": "0 human label(s) of its items (need 30)"}
+    live["judge_validation"] = {j: dict(none) for j in ("pairwise", "faithfulness", "coverage",
+                                                         "abstention")}
+    frozen = copy.deepcopy(_BASE)
+    frozen["run_id"] = "frozen-1"
+    frozen["judge_validation"]["coverage"] = _val(0.3, 0.1, ok=False)
+    c = live_claim(live, Config(), frozen)
+    # faithfulness and abstention come from the frozen run; coverage failed there too
+    assert c["reasons"] == ["coverage judge not validated: 0 human label(s) of its items (need 30)"]
+    frozen["judge_validation"]["coverage"] = _val(0.9, 0.8)
+    c = live_claim(live, Config(), frozen)
+    assert c["licensed"] and c["sentence"].startswith("End to end, with retriever http on corpus v9")
+    frozen["models"]["judge"]["requested"] = "openai/another-judge"
+    c = live_claim(live, Config(), frozen)
+    assert [r.split(":")[0] for r in c["reasons"]] == [
+        "faithfulness judge not validated", "coverage judge not validated",
+        "abstention judge not validated"]
