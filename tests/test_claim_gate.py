@@ -918,3 +918,103 @@ def test_length_bias_without_a_fit():
     # all wins for one side: no fit either (one class)
     r = length_bias(["B"] * 12, la, lb, 0.05)
     assert r["lc_share_b"] is None and r["separable"] is False
+
+
+@pytest.mark.parametrize("p_holm", [0.001, CFG.alpha])
+def test_drop_bound_is_checked_for_a_gain_significant_at_the_boundary(p_holm):
+    rep = make_report()
+    rep["metrics"]["faithfulness"]["p_holm"] = p_holm
+    rep["metrics"]["faithfulness"]["drop_bound"].update(imputed_b=1, holds=False)
+    assert withheld(rep).startswith("the faithfulness gain does not survive")
+
+
+def test_only_configured_judges_need_validation():
+    rep = make_report(judges=["pairwise", "faithfulness", "abstention"])
+    del rep["metrics"]["coverage"]
+    rep["judge_validation"]["coverage"] = {"n_labels": 0, "kappa": None, "validated": False,
+                                           "reason": "0 human label(s) of its items (need 30)"}
+    # one reason: coverage is off; its judge's validation is not asked for as well
+    assert withheld(rep).startswith("coverage was not measured")
+
+
+def test_judge_validation_ignores_unlabelled_pairs():
+    from abtest.report.claim import judge_validation
+
+    pairs = [("covered", "covered")] * 16 + [("not_covered", "not_covered")] * 16 + \
+        [(None, "covered"), ("covered", None)]
+    v = judge_validation({"coverage": pairs}, CFG)["coverage"]
+    assert v["n_labels"] == 32 and v["kappa"] == 1.0 and v["validated"] is True
+
+
+def test_smallest_faithfulness_n_passes_holm_at_equality():
+    from abtest.report.claim import minimum_n
+
+    # alpha = 0.0625 = 2 · 0.5⁵: five equal gains reach exactly alpha, and Holm rejects p ≤ alpha
+    cfg = Config(alpha=0.0625, judges=["faithfulness"], margins={"abstention_answerable": 0.9})
+    assert minimum_n(cfg)["answerable"] == 5
+
+
+@pytest.mark.parametrize("diff,p_holm,want", [(0.1, 0.01, "B"), (-0.1, 0.01, "A"),
+                                              (0.1, 0.05, "B"), (0.1, 0.0500001, None),
+                                              (0.0, 0.01, None), (0.1, None, None)])
+def test_direction_is_the_significant_side(diff, p_holm, want):
+    from abtest.report.metrics import direction
+
+    assert direction({"difference": diff, "p_holm": p_holm}, 0.05) == want
+    assert direction({}, 0.05) is None and direction({"difference": None, "p_holm": 0.01}, 0.05) is None
+
+
+def test_continuous_values_against_scipy():
+    """Means, drops, bootstrap and MDE of one metric, each computed independently."""
+    import numpy as np
+    from scipy import stats as sst
+    from statsmodels.stats.power import TTestPower
+
+    from abtest.report.metrics import continuous
+
+    rng = np.random.default_rng(11)
+    a = rng.uniform(0, 1, 20)
+    b = np.clip(a + rng.normal(0.05, 0.2, 20), 0, 1)
+    ids = [str(i) for i in range(23)]
+    a_by = {str(i): float(x) for i, x in enumerate(a)}
+    b_by = {str(i): float(x) for i, x in enumerate(b)}
+    a_by["20"], b_by["21"] = 0.5, 0.5   # one-sided: B missing on 20, A missing on 21; 22 both
+    m = continuous("faithfulness", a_by, b_by, ids, 0.05, family_size=5)
+    assert (m["n"], m["n_dropped"]) == (20, 3)
+    assert (m["dropped"]["b_only"], m["dropped"]["a_only"], m["dropped"]["both"]) == (["20"], ["21"], ["22"])
+    assert m["a"] == pytest.approx(a.mean()) and m["b"] == pytest.approx(b.mean())
+    assert m["significant"] is False  # until Holm says otherwise
+    bs = sst.bootstrap((b - a,), np.mean, n_resamples=5000, confidence_level=0.95,
+                       method="percentile", vectorized=True, rng=np.random.default_rng(0))
+    assert m["bootstrap"]["ci_low"] == pytest.approx(bs.confidence_interval.low)
+    assert m["bootstrap"]["ci_high"] == pytest.approx(bs.confidence_interval.high)
+    sd = float(np.std(b - a, ddof=1))
+    dz = abs(float(np.ravel(TTestPower().solve_power(effect_size=None, nobs=20, alpha=0.01,
+                                                      power=0.8))[0]))
+    assert m["mde"]["alpha"] == pytest.approx(0.01) and m["mde"]["power"] == 0.8
+    assert m["mde"]["mde"] == pytest.approx(dz * sd)
+    assert m["secondary"]["method"] == "asymptotic" or "exact" in m["secondary"]["test"]
+    big = continuous("x", {str(i): 0.5 for i in range(40)},
+                     {str(i): 0.5 + (0.1 if i % 2 else -0.05) for i in range(40)},
+                     [str(i) for i in range(40)], 0.05)
+    assert "bootstrap" not in big  # only below 30 pairs
+    none = continuous("x", {"1": None}, {"1": None}, ["1"], 0.05)
+    assert none["significant"] is False and none["n"] == 0 and none["n_dropped"] == 1
+
+
+def test_drop_bound_edges():
+    from scipy import stats as sst
+
+    from abtest.report.metrics import drop_bound
+
+    # fewer than two pairs: no bound, never holds
+    b1 = drop_bound({"1": 0.5}, {"1": None}, ["1"], {"1": True}, 0.05)
+    assert b1["holds"] is False and b1["n"] == 1 and b1["imputed_b"] == 1
+    # exactly two pairs: a test; an unknown answerability counts as answerable (worst case)
+    b2 = drop_bound({"1": 0.2, "2": 0.9}, {"1": 0.9, "2": None}, ["1", "2"], {}, 0.05)
+    want = sst.ttest_rel([0.9, 0.0], [0.2, 0.9])
+    assert b2["n"] == 2 and b2["imputed_b"] == 1 and b2["p_value"] == pytest.approx(want.pvalue)
+    # an unanswerable one-sided drop stays out
+    b3 = drop_bound({"1": 0.2, "2": 0.9, "3": 0.1}, {"1": 0.9, "2": None, "3": 0.8},
+                    ["1", "2", "3"], {"2": False}, 0.05)
+    assert b3["n"] == 2 and b3["imputed_b"] == 0

@@ -136,6 +136,12 @@ def test_every_family_member_matches_an_independent_computation(world):
     wr = st.ttest_1samp(scores, 0.5).confidence_interval(0.95)
     assert m["pairwise"]["ci_low"] == pytest.approx(2 * wr.low - 1)
     assert m["pairwise"]["ci_high"] == pytest.approx(2 * wr.high - 1)
+    # the rates behind them (the gate reads B's)
+    assert m["faithfulness"]["a"] == pytest.approx(sum(fa[i] for i in used) / len(used))
+    assert m["faithfulness"]["b"] == pytest.approx(sum(fb[i] for i in used) / len(used))
+    assert (m["coverage"]["a"], m["coverage"]["b"]) == pytest.approx((sum(ca) / N_ANS, sum(cb) / N_ANS))
+    assert m["abstention"]["answerable"]["b"] == pytest.approx(1 / N_ANS)
+    assert m["abstention"]["unanswerable"]["a"] == pytest.approx(0.5)
     # the counts behind them
     assert (m["pairwise"]["b_wins"], m["pairwise"]["a_wins"]) == (4, 1)
     assert m["faithfulness"]["n"] == len(used) and m["faithfulness"]["difference"] == pytest.approx(
