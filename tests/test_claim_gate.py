@@ -1018,3 +1018,49 @@ def test_drop_bound_edges():
     b3 = drop_bound({"1": 0.2, "2": 0.9, "3": 0.1}, {"1": 0.9, "2": None, "3": 0.8},
                     ["1", "2", "3"], {"2": False}, 0.05)
     assert b3["n"] == 2 and b3["imputed_b"] == 0
+
+
+def test_binary_counts_rates_and_strict_margins():
+    from scipy import stats as sst
+
+    from abtest import stats as S
+    from abtest.report.metrics import binary
+
+    # B abstains alone on 3, A alone on 5, both on 4, neither on 20
+    cells = [(True, True)] * 4 + [(False, True)] * 3 + [(True, False)] * 5 + [(False, False)] * 20
+    ids = [str(i) for i in range(len(cells))]
+    a = {c: x for c, (x, _) in zip(ids, cells)}
+    b = {c: y for c, (_, y) in zip(ids, cells)}
+    a["x"], b["y"] = True, False  # one side missing: not a pair
+    m = binary("abstention_unanswerable", a, b, ids + ["x", "y"], 0.05, margin=0.3,
+               higher_is_better=True)
+    assert m["table"] == {"both": 4, "a_only": 5, "b_only": 3, "neither": 20}
+    assert (m["n"], m["n_dropped"]) == (32, 2)
+    assert (m["a"], m["b"]) == pytest.approx((9 / 32, 7 / 32))
+    midp = sst.binomtest(3, 8, 0.5).pvalue - sst.binom.pmf(3, 8, 0.5)
+    assert m["p_value"] == pytest.approx(midp) and m["difference"] == pytest.approx(-2 / 32)
+    ci90 = S.paired_proportion_diff_ci(4, 3, 5, 20, conf_level=0.90)
+    assert m["noninferiority"]["lower"] == pytest.approx(ci90.ci_low)
+    # a limit exactly at the margin does not show non-inferiority (strict inequalities)
+    at = binary("u", a, b, ids, 0.05, margin=-ci90.ci_low, higher_is_better=True)
+    assert at["noninferiority"]["holds"] is False
+    assert binary("u", a, b, ids, 0.05, margin=-ci90.ci_low + 1e-9,
+                  higher_is_better=True)["noninferiority"]["holds"] is True
+    at = binary("a", a, b, ids, 0.05, margin=ci90.ci_high)
+    assert at["noninferiority"]["holds"] is False
+    assert binary("a", a, b, ids, 0.05, margin=ci90.ci_high + 1e-9)["noninferiority"]["holds"]
+    empty = binary("a", {}, {}, [], 0.05, margin=0.05)
+    assert empty["noninferiority"]["holds"] is False and empty["significant"] is False
+
+
+def test_pairwise_diagnostics_by_hand():
+    from abtest.report.metrics import pairwise
+
+    ab = ["A", "A", "B", "tie", "B", None]   # A shown first
+    ba = ["B", "A", "B", "tie", "A", "B"]    # B shown first
+    m, out = pairwise([str(i) for i in range(6)], ab, ba, [10] * 6, [20] * 6, 0.05)
+    # first-position wins: ab says A in 2, ba says B in 3 -> 5 of the 9 decided verdicts
+    assert m["first_position_win_rate"] == pytest.approx(5 / 9)
+    assert (m["b_wins"], m["a_wins"], m["no_preference"], m["judge_errors"]) == (1, 1, 4, 1)
+    assert m["position_inconsistent"] == 2 and m["length_ratio_b_over_a"] == 2.0
+    assert out == {"0": "tie", "1": "A", "2": "B", "3": "tie", "4": "tie", "5": "tie"}
