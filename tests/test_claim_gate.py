@@ -1064,3 +1064,42 @@ def test_pairwise_diagnostics_by_hand():
     assert (m["b_wins"], m["a_wins"], m["no_preference"], m["judge_errors"]) == (1, 1, 4, 1)
     assert m["position_inconsistent"] == 2 and m["length_ratio_b_over_a"] == 2.0
     assert out == {"0": "tie", "1": "A", "2": "B", "3": "tie", "4": "tie", "5": "tie"}
+
+
+def test_pairwise_rates_by_hand():
+    from abtest.report.metrics import pairwise
+
+    ab = ["B"] * 5 + ["A"] * 2 + ["tie"] * 3
+    m, _ = pairwise([str(i) for i in range(10)], ab, list(ab), [30] * 10, [60] * 10, 0.05)
+    wr = (5 + 3 / 2) / 10
+    assert (m["a"], m["b"], m["difference"]) == pytest.approx((1 - wr, wr, 2 * wr - 1))
+    assert m["conf_level"] == 0.95 and m["significant"] is False
+    assert m["first_position_win_rate"] == pytest.approx(7 / 14)
+    assert m["length_ratio_b_over_a"] == pytest.approx(2.0)
+
+
+def _sides(pairs):
+    from abtest.report.metrics import length_bias
+
+    return length_bias([o for o, _, _ in pairs], [a for _, a, _ in pairs],
+                       [b for _, _, b in pairs], 0.05)
+
+
+def test_length_sides_and_tolerance():
+    # |len_B − len_A| at or under 5 % of the pair's mean length is "equal length"
+    r = _sides([("B", 195, 205), ("B", 100, 106), ("A", 106, 100), ("B", 0, 0)])
+    assert (r["equal_length"], r["b_longer"], r["b_shorter"]) == (2, 1, 1)
+
+
+def test_length_caveat_for_either_side_and_none_without_a_favourite():
+    # A preferred and A longer in every decisive pair: the caveat names A
+    r = _sides([("A", 300, 100)] * 9 + [("B", 300, 100)])
+    assert r["caveat"].startswith("A's preference cannot be separated from answer length: "
+                                  "A's answer was the longer one in 10 of 10 decisive pairs")
+    # B preferred but B shorter: length cannot explain it
+    assert _sides([("B", 300, 100)] * 9 + [("A", 300, 100)])["caveat"] is None
+    # no favourite: no caveat, however long B is
+    assert _sides([("B", 100, 300)] * 5 + [("A", 100, 300)] * 5)["caveat"] is None
+    # B preferred and B longer in a bare majority: still not separable below 10 % / 3 pairs
+    r = _sides([("B", 100, 300)] * 18 + [("A", 300, 100)] * 2)
+    assert r["separable"] is False and r["caveat"].startswith("B's preference cannot be separated")
