@@ -1103,3 +1103,20 @@ def test_length_caveat_for_either_side_and_none_without_a_favourite():
     # B preferred and B longer in a bare majority: still not separable below 10 % / 3 pairs
     r = _sides([("B", 100, 300)] * 18 + [("A", 300, 100)] * 2)
     assert r["separable"] is False and r["caveat"].startswith("B's preference cannot be separated")
+
+
+def test_length_separability_thresholds():
+    """Separable needs 8 decisive pairs and, on the rarer side of equal length, at least
+    max(3, 10 %) of them."""
+    mix = [("B", 100, 300), ("A", 100, 300), ("B", 300, 100), ("A", 300, 100)]
+    r8 = _sides([mix[0]] * 3 + [mix[1]] * 2 + [mix[2]] * 2 + [mix[3]])   # 8 pairs, 3 B-shorter
+    assert r8["n_decisive"] == 8 and r8["b_shorter"] == 3 and r8["separable"] is True
+    r7 = _sides([mix[0]] * 2 + [mix[1]] * 2 + [mix[2]] * 2 + [mix[3]])   # 7 pairs
+    assert r7["n_decisive"] == 7 and r7["separable"] is False
+    two = _sides([mix[0]] * 4 + [mix[1]] * 4 + [mix[2]] + [mix[3]])      # 2 on the rare side
+    assert two["b_shorter"] == 2 and two["separable"] is False
+    # 40 pairs: the rare side needs 4 (10 %), 3 is not enough
+    r40 = _sides([mix[0]] * 20 + [mix[1]] * 17 + [mix[2]] * 2 + [mix[3]] * 1)
+    assert r40["b_shorter"] == 3 and r40["separable"] is False
+    r40 = _sides([mix[0]] * 20 + [mix[1]] * 16 + [mix[2]] * 2 + [mix[3]] * 2)
+    assert r40["b_shorter"] == 4 and r40["separable"] is True
