@@ -1120,3 +1120,30 @@ def test_length_separability_thresholds():
     assert r40["b_shorter"] == 3 and r40["separable"] is False
     r40 = _sides([mix[0]] * 20 + [mix[1]] * 16 + [mix[2]] * 2 + [mix[3]] * 2)
     assert r40["b_shorter"] == 4 and r40["separable"] is True
+
+
+def test_incident_threshold_is_strict():
+    from abtest.models import Config as C
+    from abtest.report.build import _incidents
+
+    cfg = C()  # incident when faithfulness < 0.85
+    jv = {("faithfulness", "A"): {"q1": {"score": 0.85}, "q2": {"score": 0.8499}},
+          ("faithfulness", "B"): {"q1": {"score": None}, "q2": {"score": 1.0}}}
+    inc = _incidents(["q1", "q2"], jv, [], {}, {}, cfg)
+    assert [(i["case_id"], i["variant"]) for i in inc] == [("q2", "A")]
+
+
+def test_a_run_not_marked_complete_is_incomplete(project):
+    """Every case finished but the process died before marking the run complete: the report
+    says incomplete and estimates nothing."""
+    from abtest.store import Store
+
+    install(Brain())
+    r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                                 "--b", "variants/b.yaml"])
+    run_id = r.stdout.strip().splitlines()[-1]
+    with Store("results/abtest.duckdb") as s:
+        s.update_run(run_id, status="running")
+    rep = json.loads(CliRunner().invoke(cli, ["report", run_id, "--format", "json"]).stdout)
+    assert rep["status"] == "incomplete" and rep["unfinished_cases"] == [] and rep["metrics"] == {}
+    assert CliRunner().invoke(cli, ["gate", run_id]).exit_code == 3

@@ -392,3 +392,31 @@ def test_abstention_asked_with_the_extraction_is_the_extractors_verdict(tmp_path
     assert rows[0][0]["verdict"] == "no_claims"
     assert rows[1][0]["verdict"] == ("abstained" if said else "answered")
     assert len(brain.calls) == 1
+
+
+def test_faithfulness_is_the_supported_share_of_several_claims(tmp_path, brain):
+    from abtest import judges as J
+
+    plain = brain.j_claims
+    brain.j_claims = lambda prompt: {**plain(prompt), "claims": plain(prompt)["claims"] + ["  "]}
+    store, gw = gateway(tmp_path)
+    row, claims = J.faithfulness(gw, judge_spec(), case(), "Normandy is a region in France. "
+                                 "Normandy is in Spain. Rollo was a Viking leader.", "A")
+    # the blank claim is dropped; 2 of 3 are in the context
+    assert [c["verdict"] for c in claims] == ["supported", "not_in_context", "supported"]
+    assert row["score"] == pytest.approx(2 / 3)
+    assert json.loads(row["result_json"])["supported"] == 2
+
+
+def test_separate_abstention_call_is_overruled_by_claims(tmp_path, brain):
+    from abtest import judges as J
+
+    plain = brain.j_claims
+    brain.j_claims = lambda prompt: {"claims": plain(prompt)["claims"]}  # no "abstained"
+    brain.j_abstained = lambda prompt: {"abstained": True}
+    store, gw = gateway(tmp_path)
+    rows = J.claims_and_abstention(gw, judge_spec(), case(), "Normandy is in Spain.", "B",
+                                   ["faithfulness", "abstention"])
+    ab = rows[1][0]
+    assert json.loads(ab["result_json"])["judge_said"] == "abstained"
+    assert ab["verdict"] == "answered" and "1 factual claim" in ab["rationale"]
