@@ -383,7 +383,7 @@ def noninferiority_paired_t(a: Sequence[float], b: Sequence[float], margin: floa
                                     False, note="fewer than 2 pairs: test undefined")
     if _flat(d):
         mean = float(d.mean())
-        p = 0.5 ** n if mean > -margin else 1.0
+        p = 0.5 ** n if mean > -margin + 1e-12 else 1.0  # equal to −margin up to float noise: not above it
         return NonInferiorityResult(n, margin, alpha, mean, mean, mean, p, None, n - 1,
                                     bool(p < alpha),
                                     note="all differences equal: zero variance, the t statistic is "

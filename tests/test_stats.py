@@ -389,3 +389,39 @@ def test_mde_is_a_positive_number_at_every_n(n):
     m = S.mde_paired_t(n, sd_d=0.3, alpha=0.01)
     assert m.d_z > 0 and isinstance(m.d_z, float)
     assert S.power_paired_t(m.d_z, n, alpha=0.01).power == pytest.approx(0.8, abs=1e-6)
+
+
+def test_noninferiority_with_zero_variance_is_a_sign_test():
+    """All differences equal: the t statistic is undefined; the one-sided sign test on
+    d + margin decides (p = 0.5**n when every shifted difference is positive)."""
+    r = S.noninferiority_paired_t([0.5] * 10, [0.5] * 10, margin=0.05)
+    assert r.noninferior is True and r.p_value == pytest.approx(st.binomtest(10, 10, 0.5,
+                                                                              alternative="greater").pvalue)
+    assert (r.ci_low, r.ci_high, r.df) == (0.0, 0.0, 9)
+    four = S.noninferiority_paired_t([0.5] * 4, [0.5] * 4, margin=0.05)
+    assert four.p_value == pytest.approx(0.0625) and four.noninferior is False
+    worse = S.noninferiority_paired_t([0.5] * 10, [0.4] * 10, margin=0.05)
+    assert worse.p_value == 1.0 and worse.noninferior is False
+    at = S.noninferiority_paired_t([0.5] * 10, [0.45] * 10, margin=0.05)  # d = −margin exactly
+    assert at.noninferior is False
+    one = S.noninferiority_paired_t([0.5], [0.9], margin=0.05)
+    assert one.noninferior is False and one.p_value is None
+    with pytest.raises(ValueError):
+        S.noninferiority_paired_t([0.5, 0.6], [0.5, 0.7], margin=-0.01)
+    assert S.noninferiority_paired_t([0.5, 0.6], [0.5, 0.7], margin=0.0).n == 2
+
+
+def test_position_consistency_each_kind_of_inconsistency():
+    r = S.position_consistency(["A", "A", "B", "tie", "B"], ["B", "B", "A", "A", "tie"])
+    # A-first says A, B-first says B: biased to the first position (twice); the reverse once
+    assert (r.biased_to_first, r.biased_to_second, r.other_inconsistent) == (2, 1, 2)
+    assert (r.n, r.consistent, r.errors) == (5, 0, 0)
+
+
+def test_empty_preference_counts():
+    s = S.sign_test(0, 0)
+    assert (s.p_value, s.midp, s.estimate, s.n) == (1.0, 1.0, 0.5, 0) and s.ci_low is None
+    w = S.win_rate(0, 0, 0)
+    assert (w.estimate, w.n, w.ci_low) == (0.5, 0, None)
+    t = S.win_rate(0, 0, 4)
+    assert (t.estimate, t.ci_low, t.ci_high) == (0.5, 0.5, 0.5)
