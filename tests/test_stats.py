@@ -425,3 +425,30 @@ def test_empty_preference_counts():
     assert (w.estimate, w.n, w.ci_low) == (0.5, 0, None)
     t = S.win_rate(0, 0, 4)
     assert (t.estimate, t.ci_low, t.ci_high) == (0.5, 0.5, 0.5)
+
+
+def test_defaults_and_input_checks():
+    from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
+    from statsmodels.stats.power import TTestPower
+
+    # McNemar's chi2 method defaults to no continuity correction
+    plain = sm_mcnemar([[0, 9], [3, 0]], exact=False, correction=False).pvalue
+    assert S.mcnemar(9, 3, method="chi2").p_value == pytest.approx(plain)
+    assert S.mcnemar(4, 4).p_value == 1.0 and S.mcnemar(0, 0).note
+    # Holm takes p in [0, 1] and nothing else
+    assert S.holm([0.0, 0.5]).reject == (True, False)
+    for bad in ([1.5], [-0.1], [float("nan")]):
+        with pytest.raises(ValueError):
+            S.holm(bad)
+    # kappa needs a square table of counts
+    for bad in ([[1, 2, 3]], [[1, -1], [0, 1]], [[1, 2], [3, 4], [5, 6]]):
+        with pytest.raises(ValueError):
+            S.cohen_kappa_table(bad)
+    empty = S.cohen_kappa_table([[0, 0], [0, 0]])
+    assert empty.n == 0 and empty.kappa is None and empty.note == "no items"
+    const = S.cohen_kappa_table([[5, 0], [0, 0]])
+    assert const.kappa is None and const.p_observed == 1.0
+    # the MDE's default alpha is 0.05
+    dz = TTestPower().solve_power(effect_size=None, nobs=50, alpha=0.05, power=0.8)
+    assert S.mde_paired_t(50).d_z == pytest.approx(abs(float(np.ravel(dz)[0])))
+    assert S.tango_ci(4, 9, 3, 16).conf_level == 0.95
