@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import secrets
 import subprocess
 import sys
-import threading
 import time
 from array import array
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -24,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from .config import LoadedConfig
-from .errors import IncompleteError, UserError
+from .errors import UserError
 from .fixtures import Fixture, load_fixture
 from .models import Case, ModelSpec
 from .variants import (LoadedVariant, load_variant, messages_sha256, render_context,

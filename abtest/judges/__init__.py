@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from ..models import Case
 from .common import (JudgeCall, ask_json, context_block, load_prompt,  # noqa: F401
-                     neutralise, numbered_schema, to_json)
+                     neutralise, numbered_schema, to_json)  # context_block, neutralise: API
 
 
 class PairwiseVerdict(BaseModel):

@@ -13,9 +13,9 @@ from typing import Any
 
 from ..errors import UserError
 from ..gcpause import gc_paused
-from .claim import fmt as _fmt, judge_validation, licensed_claim  # noqa: F401
-from .metrics import (HOLM_FAMILY, SCORE_JUDGES, compute_metrics, holm_family,  # noqa: F401
-                      metric_at as _metric_at, pct, plain as _plain)
+from .claim import judge_validation, licensed_claim  # noqa: F401  (licensed_claim: API)
+from .metrics import SCORE_JUDGES, compute_metrics, holm_family, pct  # noqa: F401
+from .metrics import plain as _plain
 
 SCHEMA_VERSION = 2  # 2: per-judge validation, margins, drop bound, length control
 REMEDIES = {
@@ -107,7 +107,6 @@ def _build_report(store, run_id: str, config=None) -> dict:
         if j["error"]:
             errors_by_case[j["case_id"]].append(f"{j['judge']}[{j['subject']}]: {j['error']}")
     jv = dict(jv)  # a plain dict: looking up an absent judge must not add it
-    judges_run = {judge for judge, _ in jv}
     chk_by: dict[tuple[str, str], dict[str, bool | None]] = defaultdict(dict)
     for c in checks:  # (case, variant) -> check name -> passed, names in store order
         chk_by[(c["case_id"], c["variant"])][c["name"]] = c["passed"]

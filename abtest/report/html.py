@@ -20,8 +20,7 @@ import re
 from html import escape as _escape
 from typing import Any, Iterable
 
-from .build import SCORE_JUDGES
-from .metrics import pct
+from .metrics import SCORE_JUDGES, pct
 
 
 def level_of(metrics: dict) -> str:

@@ -222,7 +222,6 @@ def live_claim(report: dict, cfg, frozen: dict | None) -> dict:
 
 def build_live_report(store, run_id: str, config=None) -> dict:
     """Every number of the live report from the store; nothing is estimated."""
-    from .. import stats
     from ..gate import evaluate_gate
     from ..models import Config
 

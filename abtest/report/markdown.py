@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .build import SCORE_JUDGES
+from .metrics import SCORE_JUDGES
 from .metrics import pct
 
 
