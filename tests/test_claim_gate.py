@@ -1147,3 +1147,26 @@ def test_a_run_not_marked_complete_is_incomplete(project):
     rep = json.loads(CliRunner().invoke(cli, ["report", run_id, "--format", "json"]).stdout)
     assert rep["status"] == "incomplete" and rep["unfinished_cases"] == [] and rep["metrics"] == {}
     assert CliRunner().invoke(cli, ["gate", run_id]).exit_code == 3
+
+
+def test_bound_and_margins_at_their_exact_boundaries():
+    from scipy import stats as sst
+
+    from abtest.report.metrics import (drop_bound, min_n_binary_noninferiority,
+                                       noninferiority_continuous, pairwise)
+
+    a = {"1": 0.2, "2": 0.4, "3": 0.1, "4": 0.3}
+    b = {"1": 0.9, "2": 0.5, "3": 0.6, "4": 0.35}
+    ids = list(a)
+    p = sst.ttest_rel([b[i] for i in ids], [a[i] for i in ids]).pvalue
+    # the bound holds when its p is exactly alpha (reject when p <= alpha)
+    assert drop_bound(a, b, ids, {}, p)["holds"] is True
+    assert drop_bound(a, b, ids, {}, p * 0.999999)["holds"] is False
+    # two pairs are enough for a non-inferiority test
+    two = noninferiority_continuous({"1": 0.5, "2": 0.5}, {"1": 0.5, "2": 0.5}, ["1", "2"], 0.05, 0.05)
+    assert "note" not in two or two["note"] != "fewer than 2 pairs"
+    assert two["p_value"] == pytest.approx(0.25)
+    assert min_n_binary_noninferiority(0.0, 0.05) is None
+    # first-position wins counted per order: A-first says A, B-first says B
+    m, _ = pairwise(["1", "2", "3"], ["A", "B", "A"], ["B", "B", "tie"], [1] * 3, [1] * 3, 0.05)
+    assert m["first_position_win_rate"] == pytest.approx(4 / 5)  # A, A; B, B of 5 decided
