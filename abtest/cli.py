@@ -32,7 +32,7 @@ class Main(click.Group):
             raise
         except click.ClickException:
             raise
-        except Exception as exc:  # mapped to the exit codes of DESIGN.md
+        except Exception as exc:  # mapped to the exit codes of docs/DESIGN.md
             from .errors import IncompleteError, UserError
 
             if os.environ.get("ABTEST_DEBUG") == "1":

@@ -18,7 +18,7 @@ def _config_path(ctx: click.Context):
 
 
 def _fail(exc) -> None:
-    """Map library errors to DESIGN.md exit codes (also when run outside the main group)."""
+    """Map library errors to docs/DESIGN.md exit codes (also when run outside the main group)."""
     import os
     import sys
 

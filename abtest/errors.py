@@ -40,7 +40,7 @@ def pydantic_error_line(exc, *, file: str, where: str | None = None) -> UserErro
     loc = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__")
     msg = err.get("msg", "invalid value")
     if err.get("type") == "extra_forbidden":
-        msg = "unknown key (check the spelling; see DESIGN.md for the allowed keys)"
+        msg = "unknown key (check the spelling; see docs/DESIGN.md for the allowed keys)"
     elif err.get("type") == "missing":
         msg = "required field is missing"
     return UserError(msg, file=file, where=where, field=loc or None)

@@ -1,4 +1,4 @@
-"""Paired statistics for A/B prompt comparison (see STATS.md).
+"""Paired statistics for A/B prompt comparison (see docs/STATS.md).
 
 Every function is pure and returns a small frozen dataclass. Conventions that hold
 throughout, because mixing them up silently flips or inflates a result:
@@ -95,7 +95,7 @@ def _flat(d: np.ndarray) -> bool:
 def _binom_two_sided(k_min: int, n: int) -> tuple[float, float]:
     """Exact and mid-p two-sided p for Bin(n, 1/2) at the smaller count.
 
-    mid-p is ``2*P(X<=k) - P(X=k)`` capped at 1, which equals STATS.md's
+    mid-p is ``2*P(X<=k) - P(X=k)`` capped at 1, which equals docs/STATS.md's
     ``exact - pmf(k)`` whenever the two counts differ; when they are equal the
     exact p is capped at 1 and ``exact - pmf`` would wrongly fall below 1.
     """
@@ -171,7 +171,7 @@ def _check_verdict(v) -> None:
 
 
 def pairwise_outcome(verdict_ab: Verdict, verdict_ba: Verdict) -> str:
-    """STATS.md §1: only agreement across both orders counts as a win; a disagreement,
+    """docs/STATS.md §1: only agreement across both orders counts as a win; a disagreement,
     a tie in either order or a judge error is 'tie' (no preference)."""
     _check_verdict(verdict_ab)
     _check_verdict(verdict_ba)
@@ -368,7 +368,7 @@ class NonInferiorityResult:
 
 def noninferiority_paired_t(a: Sequence[float], b: Sequence[float], margin: float,
                             alpha: float = 0.05) -> NonInferiorityResult:
-    """'B is no worse than A by more than margin' (STATS.md §3). The decision is
+    """'B is no worse than A by more than margin' (docs/STATS.md §3). The decision is
     ``ci_low > -margin`` on the (1 - 2 alpha) CI, equivalent to one-sided p < alpha.
     Fewer than 2 pairs never shows non-inferiority. Zero variance (every d equal to c)
     leaves the t statistic undefined; then the one-sided sign test on d + margin decides:
@@ -598,7 +598,7 @@ class TangoScoreTest:
 
 
 def tango_score_test(n11: int, n10: int, n01: int, n00: int, delta0: float) -> TangoScoreTest:
-    """Score test at a non-zero null (binary non-inferiority, STATS.md §4). Pick the
+    """Score test at a non-zero null (binary non-inferiority, docs/STATS.md §4). Pick the
     one-sided p that matches the direction of the claim."""
     n11, n10, n01, n00, n = _table(n11, n10, n01, n00)
     if n == 0:

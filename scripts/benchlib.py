@@ -75,7 +75,8 @@ def responder(body: dict):
         return json.dumps({"winner": "1" if "[" in _tag(prompt, "response_1") else "2",
                            "margin": 0.6, "rationale": "cites"})
     if name == "claims":
-        return json.dumps({"claims": [_tag(prompt, "answer").split(" [")[0][:80]]})
+        return json.dumps({"claims": [_tag(prompt, "answer").split(" [")[0][:80]],
+                           "abstained": False})
     if name == "claimverdicts":
         n = len(re.findall(r"^\d+\. ", _tag(prompt, "claims"), re.M))
         return json.dumps({"verdicts": {str(i + 1): {"verdict": "supported", "chunk_id": None}

@@ -13,6 +13,7 @@ covers those (see docs/STATISTICS.md).
     python scripts/mutation_check.py                  # every target, 2 workers
     python scripts/mutation_check.py --only gate claim --workers 1
     python scripts/mutation_check.py --list           # the mutants, without running them
+    python scripts/mutation_check.py --pick 9,12,351- # some positions of that list
 """
 
 from __future__ import annotations
@@ -179,16 +180,30 @@ def run_one(m: Mutant, workdir: Path, timeout: int) -> tuple[Mutant, str]:
     return m, status
 
 
+def _positions(spec: str, n: int) -> list[int]:
+    """'9,12,36-39,351-' → 1-based positions, in the order given, each once."""
+    out: list[int] = []
+    for part in filter(None, (x.strip() for x in spec.split(","))):
+        lo, dash, hi = part.partition("-")
+        first = int(lo)
+        last = (int(hi) if hi else n) if dash else first
+        out += [i for i in range(first, min(last, n) + 1) if i not in out]
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", nargs="*", choices=sorted(TARGETS), help="targets (default: all)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--timeout", type=int, default=300, help="seconds per test run")
     p.add_argument("--list", action="store_true", help="list the mutants and exit")
+    p.add_argument("--pick", help="run only these positions of the list, e.g. 9,12,36-39,351-")
     args = p.parse_args(argv)
     todo: list[Mutant] = []
     for t in args.only or TARGETS:
         todo += mutants(t)[0]  # counted in the working tree, which the scratch copies snapshot
+    if args.pick:
+        todo = [todo[i - 1] for i in _positions(args.pick, len(todo))]
     if args.list:
         for m in todo:
             print(f"{m.name}: {m.before}  →  {m.after}")

@@ -1,4 +1,4 @@
-"""Turn stored judgments into the report dict (the JSON contract of DESIGN.md).
+"""Turn stored judgments into the report dict (the JSON contract of docs/DESIGN.md).
 
 Only finished cases are scored: a case with any generation or judge error is
 listed as unfinished and never enters a statistic. Differences are B − A.
