@@ -842,6 +842,18 @@ def test_minimum_n_decides_can_license(n_ans, n_un, ok):
     assert minimum_n(CFG, n_ans, n_un)["can_license"] is ok
 
 
+@pytest.mark.parametrize("margins", [{"abstention_answerable": 0.0},
+                                     {"abstention_unanswerable": 0.0}])
+def test_a_zero_refusal_margin_has_no_minimum_fixture(margins):
+    """At margin 0 a B that refuses as often as A never holds, so no fixture size is enough."""
+    from abtest.report.claim import minimum_n, minimum_n_text
+
+    mn = minimum_n(Config(margins=margins), 5000, 5000)
+    assert mn["can_license"] is False
+    assert "cannot license a claim" in minimum_n_text(mn)
+    assert "no fixture can license" in minimum_n_text(minimum_n(Config(margins=margins)))
+
+
 @pytest.mark.parametrize("judges,n", [(None, 8), (["faithfulness", "coverage", "abstention"], 8),
                                       (["faithfulness"], 6)])
 def test_minimum_n_for_faithfulness_follows_the_holm_family(judges, n):
