@@ -34,8 +34,9 @@ allow_self_judge: true
 
 def pick_questions(n: int) -> list[dict]:
     """Half answerable, half unanswerable, spread over the article (deterministic)."""
-    rows = [json.loads(line) for line in (DEMO_DATA / "questions.jsonl").read_text("utf-8").splitlines()
-            if line.strip()]
+    from .jsonl import read_jsonl
+
+    rows = [row for _, row in read_jsonl(DEMO_DATA / "questions.jsonl")]
     ans = [r for r in rows if r["answerable"]]
     una = [r for r in rows if not r["answerable"]]
     n_una = n // 2
@@ -122,7 +123,7 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str 
         paths.append(out_html)
     except ImportError:
         pass
-    from .report.metrics import pct
+    from .fmt import pct
 
     pw = rep["metrics"].get("pairwise") or {}
     f = rep["metrics"].get("faithfulness") or {}

@@ -127,7 +127,7 @@ def _chunk_file(path: Path, name: str) -> list[DocChunk]:
 
 
 def _load_corpus_jsonl(path: Path) -> list[DocChunk]:
-    from .fixtures import read_jsonl
+    from .jsonl import read_jsonl
 
     out: list[DocChunk] = []
     seen: dict[str, int] = {}
@@ -193,7 +193,7 @@ class GoldenFile:
 
 def read_golden(path: str | os.PathLike, *, missing_ok: bool = False) -> GoldenFile:
     """Read and validate a golden file (JSON list, {"questions": [...]}, or JSONL)."""
-    from .fixtures import read_jsonl
+    from .jsonl import read_jsonl
 
     path = Path(path)
     fmt = "jsonl" if path.suffix.lower() == ".jsonl" else "json"

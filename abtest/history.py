@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError
+from .fmt import num, p_value
 
 OUTCOME_LABEL = {"B": "B wins", "A": "A wins", "tie": "tie", None: "—"}
 
@@ -53,7 +54,7 @@ def _headline(store, run: dict) -> dict:
     out: dict[str, Any] = {"status": run["status"], "report_error": None, "gate": None,
                            "pairwise": None, "faithfulness": None, "fixture_changed": False}
     try:
-        from .report.build import check_fixture_unchanged
+        from .runs import check_fixture_unchanged
 
         check_fixture_unchanged(run)
     except UserError:
@@ -105,12 +106,6 @@ def run_history(store, fixture: str | None = None) -> list[dict]:
     return rows
 
 
-def _p(x) -> str:
-    if x is None:
-        return "—"
-    return f"{x:.2g}" if x < 0.001 else f"{x:.3f}"
-
-
 def _short(sha: str | None, n: int = 8) -> str:
     return (sha or "?")[:n]
 
@@ -134,7 +129,7 @@ def history_table(rows: list[dict]) -> str:
             f"{r['variants']['b']['name']}@{_short(r['variants']['b']['sha256'])}",
             _model(gen), _model(judge), _short(r["git_commit"], 12) if r["git_commit"] else "—",
             f"{pw['b_wins']}/{pw['a_wins']}/{pw['ties']}" if pw else "—",
-            _p(pw["p_value"]) if pw else "—",
+            p_value(pw["p_value"], missing="—") if pw else "—",
             f"{f['difference']:+.3f}" if f and f.get("difference") is not None else "—",
             status])
     return tabulate(table, headers=["run", "date (UTC)", "fixture", "A", "B", "generator", "judge",
@@ -151,7 +146,7 @@ def _model(m: dict) -> str:
 def compare_runs(store, run1: str, run2: str) -> dict:
     """Per case: pairwise outcome and faithfulness of B in each run; which cases flipped."""
     from .report import build_report
-    from .report.build import check_fixture_unchanged, load_run
+    from .runs import check_fixture_unchanged, load_run
 
     r1, r2 = load_run(store, run1), load_run(store, run2)
     if r1["fixture_sha256"] != r2["fixture_sha256"]:
@@ -197,7 +192,7 @@ def compare_table(cmp: dict, *, changed_only: bool = False) -> str:
     from tabulate import tabulate
 
     def f(x):
-        return "—" if x is None else f"{x:.2f}"
+        return num(x, 2, missing="—")
 
     rows = [[("*" if c["flipped"] else ""), c["case_id"], OUTCOME_LABEL.get(c["outcome_1"], c["outcome_1"]),
              OUTCOME_LABEL.get(c["outcome_2"], c["outcome_2"]), f(c["faithfulness_b_1"]),

@@ -13,7 +13,7 @@ from typing import Callable
 
 from .config import LoadedConfig
 from .errors import IncompleteError, UserError
-from .fixtures import read_jsonl
+from .jsonl import read_jsonl
 from .models import Case, Chunk
 
 

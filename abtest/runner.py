@@ -85,7 +85,7 @@ class RunPlan:
         return (ca, cb), (render_messages(self.a, case, ca), render_messages(self.b, case, cb))
 
 
-def _git_commit(cwd: Path) -> str | None:
+def git_commit_of(cwd: Path) -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
                              timeout=5)
@@ -171,7 +171,7 @@ class _Budget:
         self.plan = plan
         budget = cfg.max_input_tokens
         if plan.gen_a.model.startswith(LOCAL_PREFIX) or plan.gen_b.model.startswith(LOCAL_PREFIX):
-            from .local_model import N_CTX
+            from .llm.embedded import N_CTX
 
             budget = min(budget, N_CTX)
         self.budget = budget
@@ -258,7 +258,7 @@ def claim_minimum_n(lc: LoadedConfig, plan: RunPlan) -> dict:
     return mn
 
 
-def _config_record(lc: LoadedConfig) -> str:
+def config_record(lc: LoadedConfig) -> str:
     # api_key_env holds a variable *name*, never a key; nothing secret is in the config
     return json.dumps(lc.config.model_dump(mode="json"), sort_keys=True)
 
@@ -304,7 +304,7 @@ def start_run(lc: LoadedConfig, store, plan: RunPlan, *, run_id: str | None = No
         "generator_model": plan.gen_a.model if plan.gen_a.model == plan.gen_b.model
         else f"{plan.gen_a.model} | {plan.gen_b.model}",
         "judge_model": plan.judge.model, "comparison_kind": plan.comparison_kind,
-        "git_commit": _git_commit(Path.cwd()), "config_json": _config_record(lc),
+        "git_commit": git_commit_of(Path.cwd()), "config_json": config_record(lc),
         "info_json": json.dumps(info, sort_keys=True)})
     return run_id
 
@@ -318,51 +318,10 @@ class CaseOutcome:
 
 def _judge_case(gw, lc: LoadedConfig, store, run_id: str, case: Case, answers: dict[str, str],
                 out: CaseOutcome, fan) -> None:
-    """All judges of one case, run side by side (the gateway bounds what is in flight)."""
-    from . import judges as J
+    """The judge plan of one case (judges.plan), its calls side by side."""
+    from .judges.plan import JudgeInputs, judge_tasks
 
-    cfg = lc.config
-    spec = cfg.judge
-    js = cfg.judges
-    ctx = J.context_block(case.context)
-    tasks: list[Callable[[], list[tuple[dict, list | None]]]] = []
-
-    if "pairwise" in js:
-        for order in ("AB", "BA"):
-            tasks.append(lambda o=order: [(r, None) for r in J.pairwise(
-                gw, spec, case, answers["A"], answers["B"], orders=(o,))])
-
-    def coverage_rows(v):
-        points, perr = J.key_points_for(gw, spec, case)  # cached: one extraction per case
-        if perr:
-            return [({"case_id": case.id, "judge": "coverage", "subject": v, "error": perr}, None)]
-        return [(J.coverage(gw, spec, case, answers[v], v, points), None)] if points else []
-
-    for v in ("A", "B"):
-        ans = answers[v]
-        if "faithfulness" in js or "abstention" in js:
-            tasks.append(lambda v=v, ans=ans: J.claims_and_abstention(
-                gw, spec, case, ans, v, js, max_claims=cfg.max_claims))
-        if "coverage" in js and case.answerable:
-            tasks.append(lambda v=v: coverage_rows(v))
-        if "quality" in js:
-            tasks.append(lambda v=v, ans=ans: [(J.rubric(gw, spec, case, "quality", v, {
-                "question": case.question, "context": ctx, "answer": ans}), None)])
-        if "relevance" in js and cfg.embedding is not None:
-            from .llm import embed
-
-            def emb(texts, s=cfg.embedding):
-                return embed(s, texts, cfg.timeout_s)
-
-            tasks.append(lambda v=v, ans=ans: [(J.relevance_by_embedding(gw, spec, case, ans, v, emb),
-                                                None)])
-        elif "relevance" in js:  # no embedding model: an LLM 0-1 rating, labelled as such
-            tasks.append(lambda v=v, ans=ans: [(J.rubric(gw, spec, case, "relevance", v, {
-                "question": case.question, "answer": ans}), None)])
-    if "keywords" in js and case.keywords:
-        tasks.append(lambda: [(J.rubric(gw, spec, case, "keywords", "case", {
-            "question": case.question, "keywords": ", ".join(case.keywords)}), None)])
-    for results in fan(tasks):
+    for results in fan(judge_tasks(gw, lc.config, JudgeInputs.frozen(case, answers))):
         for row, claims in results:
             row = {"run_id": run_id, **row}
             store.put_judgment(row, claims)

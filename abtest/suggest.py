@@ -23,6 +23,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, Field
 
 from .errors import IncompleteError, UserError
+from .fmt import num
 
 PROMPT_NAME = "suggest_v1"
 MAX_LOW_ITEMS = 8
@@ -58,14 +59,6 @@ class SuggestResult:
 def _cut(text: Any, n: int = MAX_TEXT) -> str:
     s = " ".join(str(text or "").split())
     return s if len(s) <= n else s[: n - 1] + "…"
-
-
-def _fmt(x: Any, nd: int = 3) -> str:
-    if x is None:
-        return "n/a"
-    if isinstance(x, float):
-        return f"{x:.{nd}f}"
-    return str(x)
 
 
 def low_items(report: dict, side: str) -> list[dict]:
@@ -113,18 +106,18 @@ def results_text(report: dict, side: str) -> str:
     pw = m.get("pairwise")
     if pw:
         lines.append(f"Pairwise (blind, both orders): B won {pw['b_wins']}, A won {pw['a_wins']}, "
-                     f"no preference {pw['no_preference']}; sign test p = {_fmt(pw.get('p_value'))}.")
+                     f"no preference {pw['no_preference']}; sign test p = {num(pw.get('p_value'))}.")
     for key in ("faithfulness", "coverage", "quality", "relevance", "conformance"):
         x = m.get(key)
         if x and x.get("difference") is not None:
-            lines.append(f"{key.capitalize()}: A {_fmt(x.get('a'))}, B {_fmt(x.get('b'))}, "
-                         f"difference {_fmt(x.get('difference'))} (Holm p {_fmt(x.get('p_holm'))}).")
+            lines.append(f"{key.capitalize()}: A {num(x.get('a'))}, B {num(x.get('b'))}, "
+                         f"difference {num(x.get('difference'))} (Holm p {num(x.get('p_holm'))}).")
     ab = m.get("abstention") or {}
     for sub, good in (("answerable", "lower is better"), ("unanswerable", "higher is better")):
         x = ab.get(sub) or {}
         if x.get("n"):
-            lines.append(f"Refusal rate on {sub} questions ({good}): A {_fmt(x.get('a'))}, "
-                         f"B {_fmt(x.get('b'))}.")
+            lines.append(f"Refusal rate on {sub} questions ({good}): A {num(x.get('a'))}, "
+                         f"B {num(x.get('b'))}.")
     chk = m.get("checks") or {}
     failing = []
     for name, c in chk.items():
@@ -169,10 +162,10 @@ def results_text(report: dict, side: str) -> str:
 def _template_vars(src: str) -> set[str]:
     from jinja2 import meta
 
-    from .variants import _env
+    from .variants import jinja_env
 
     try:
-        return set(meta.find_undeclared_variables(_env().parse(src)))
+        return set(meta.find_undeclared_variables(jinja_env().parse(src)))
     except Exception:  # syntax errors are reported by load_variant
         return set()
 
@@ -268,7 +261,7 @@ def suggest_edits(lc, store, run_id: str, *, variant: str = "B", out: str | os.P
     from .judges.common import load_prompt, neutralise
     from .llm import check_credentials
     from .report import build_report
-    from .report.build import check_fixture_unchanged, load_run
+    from .runs import check_fixture_unchanged, load_run
     from .variants import load_variant, unified_diff
 
     run = load_run(store, run_id)

@@ -33,7 +33,7 @@ class LoadedVariant:
 
 
 @lru_cache(maxsize=None)
-def _env():
+def jinja_env():
     import jinja2
 
     return jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
@@ -44,14 +44,14 @@ def _env():
 def _template(src: str):
     """Compiled once per source: compiling costs ~100x rendering, and a run renders each
     template once per case (templates are immutable, so sharing them across threads is safe)."""
-    return _env().from_string(src)
+    return jinja_env().from_string(src)
 
 
 def _check_template(src: str, allowed: set[str], *, file: str, field: str) -> None:
     import jinja2
     from jinja2 import meta
 
-    env = _env()
+    env = jinja_env()
     try:
         ast = env.parse(src)
     except jinja2.TemplateSyntaxError as exc:

@@ -68,14 +68,15 @@ if __name__ == "__main__":
                     help="a DuckDB setting for the store's connection (repeatable); a "
                          "memory_limit is reset by the first trim, so pair it with --trim-every 0")
     args = ap.parse_args()
-    import abtest.store as st
+    import abtest.store.writer as st
+    from abtest.store import Store
 
     if args.row_group_size:
         st.ROW_GROUP_SIZE = args.row_group_size
     if args.trim_every is not None:
         st.TRIM_EVERY = args.trim_every
     with tempfile.TemporaryDirectory() as tmp:
-        store = st.Store(Path(tmp) / "abtest.duckdb")
+        store = Store(Path(tmp) / "abtest.duckdb")
         for item in args.set:
             name, value = item.split("=", 1)
             store.con.execute(f"SET {name} = ?", [value])

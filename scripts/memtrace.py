@@ -75,12 +75,13 @@ def _trace_shutdown() -> None:
 
 def install() -> None:
     from abtest import store
+    import abtest.store.writer
 
     _trace_shutdown()
 
     _wrap(store.Store, "update_run", "store.update_run")
     _wrap(store.Store, "count_first_attempts", "store.count_first_attempts")
-    _wrap(store._GroupCommit, "close", "writer drain and stop")
+    _wrap(store.writer.GroupCommit, "close", "writer drain and stop")
     _wrap(store.Store, "close", "store.close (incl. writer)")
 
 

@@ -83,6 +83,6 @@ def _store_trims_often(monkeypatch):
     """Every in-process test that writes a store also trims DuckDB's page cache (every 7
     writes instead of 1,000), beside the test's own reads and writes, so a trim that
     deadlocked with them would hang the suite. Tests that count trims set their own."""
-    import abtest.store
+    import abtest.store.writer
 
-    monkeypatch.setattr(abtest.store, "TRIM_EVERY", 7)
+    monkeypatch.setattr(abtest.store.writer, "TRIM_EVERY", 7)

@@ -259,7 +259,7 @@ def test_pairwise_judge_validation_is_not_part_of_the_claim():
 
 
 def test_judge_validation_decides_on_the_lower_limit_per_judge():
-    from abtest.report.claim import judge_validation
+    from abtest.review.agreement import judge_validation
 
     # faithfulness: 30 labels, 27 agree → kappa 0.8 but a wide CI; coverage: perfect
     faith = [("supported", "supported")] * 14 + [("unsupported", "unsupported")] * 13 + \
@@ -814,7 +814,7 @@ def test_coverage_noninferiority_needs_two_pairs():
 
 
 def test_judge_validation_at_the_boundary_and_at_another_alpha():
-    from abtest.report.claim import judge_validation
+    from abtest.review.agreement import judge_validation
 
     pairs = [("supported", "supported")] * 20 + [("unsupported", "unsupported")] * 18 + \
         [("supported", "unsupported")] * 2
@@ -950,7 +950,7 @@ def test_only_configured_judges_need_validation():
 
 
 def test_judge_validation_ignores_unlabelled_pairs():
-    from abtest.report.claim import judge_validation
+    from abtest.review.agreement import judge_validation
 
     pairs = [("covered", "covered")] * 16 + [("not_covered", "not_covered")] * 16 + \
         [(None, "covered"), ("covered", None)]

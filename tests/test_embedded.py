@@ -54,7 +54,7 @@ def test_embedded_model_end_to_end(tmp_path, monkeypatch):
 
 
 def test_embedded_model_is_deterministic_without_cache():
-    from abtest import local_model
+    from abtest.llm import embedded as local_model
 
     req = {"messages": [{"role": "user", "content": "Name a colour."}], "max_tokens": 16,
            "temperature": 0}

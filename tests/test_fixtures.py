@@ -240,3 +240,27 @@ def test_loading_tells_an_edited_line_from_a_reformatted_one_and_names_bad_field
     with pytest.raises(UserError, match="invalid JSON") as exc:
         load_fixture(tmp_path / "fx")
     assert "line 1" in str(exc.value)
+
+
+def test_chunk_text_with_unicode_line_separators_round_trips(tmp_path):
+    """JSON leaves U+2028, U+2029 and U+0085 unescaped; a reader that split lines on them
+    (str.splitlines) broke the very fixture abtest had just written."""
+    from abtest.fixtures import load_fixture, write_fixture
+    from abtest.models import Case, Chunk
+
+    text = "first line\u2028second\u2029third \x85 fourth\r fifth"
+    case = Case(id="q1", question="what?", context=[Chunk(id="c1", text=text)],
+                corpus_version="v", retriever="r", answerable=True)
+    write_fixture(tmp_path / "fx", [case, case.model_copy(update={"id": "q2"})], name="fx",
+                  corpus_version="v", retriever="r")
+    fx = load_fixture(tmp_path / "fx")
+    assert [c.context[0].text for c in fx.cases] == [text, text]
+    assert [c.id for c in fx.iter_cases({"q2"})] == ["q2"]
+
+
+def test_questions_file_with_a_byte_order_mark_and_crlf_lines(tmp_path):
+    from abtest.fixtures import load_questions
+
+    q = tmp_path / "q.jsonl"
+    q.write_bytes(b"\xef\xbb\xbf" + b'{"id": "a", "question": "one?"}\r\n{"id": "b", "question": "two?"}\r\n')
+    assert [x.id for x in load_questions(q)] == ["a", "b"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from abtest.cli_live import live
+from abtest.cli.live import live
 from fakes import Brain, install
 
 CORPUS = [
@@ -385,3 +385,75 @@ def test_live_claim_borrows_each_judge_validation_only_from_the_same_judge():
     assert [r.split(":")[0] for r in c["reasons"]] == [
         "faithfulness judge not validated", "coverage judge not validated",
         "abstention judge not validated"]
+
+
+def test_frozen_and_live_runs_use_one_judge_plan(monkeypatch):
+    """The same judges, on the same inputs per answer, in a frozen and a live run: relevance
+    by embedding in both when an embedding model is configured (it was an LLM rating live)."""
+    from abtest import judges as J
+    from abtest.judges.plan import JudgeInputs, judge_tasks
+    from abtest.live.run import build_case, judge_question
+    from abtest.models import Config
+
+    seen: list[tuple] = []
+
+    def rec(name):
+        def fn(gw, spec, case, *args, **kw):
+            variant = next((a for a in args if a in ("A", "B")), kw.get("orders"))
+            seen.append((name, str(variant), tuple(c.id for c in case.context)))
+            if name == "key_points":
+                return ["a point"], None
+            if name == "claims":
+                return [({"case_id": case.id, "judge": "faithfulness", "subject": variant}, [])]
+            if name == "pairwise":
+                return [{"case_id": case.id, "judge": "pairwise", "subject": kw["orders"][0]}]
+            return {"case_id": case.id, "judge": name, "subject": variant}
+        return fn
+
+    for name, attr in (("pairwise", "pairwise"), ("claims", "claims_and_abstention"),
+                       ("key_points", "key_points_for"), ("coverage", "coverage"),
+                       ("rubric", "rubric"), ("relevance_embedding", "relevance_by_embedding")):
+        monkeypatch.setattr(J, attr, rec(name))
+    cfg = Config(judges=["pairwise", "faithfulness", "coverage", "abstention", "quality",
+                         "relevance"], embedding={"model": "fake/embedder"})
+    q = {"id": "q1", "question": "When?", "answerable": True, "reference_answer": "at nine"}
+    chunks = {"A": [{"id": "a1", "text": "x"}], "B": [{"id": "b1", "text": "y"}]}
+    answers = {"A": "at nine [a1]", "B": "at ten [b1]"}
+
+    for task in judge_tasks(None, cfg, JudgeInputs.frozen(build_case(q, chunks["A"],
+                                                                      retriever="r",
+                                                                      corpus_version="v"),
+                                                           answers)):
+        task()
+    frozen, seen[:] = sorted((n, v) for n, v, _ in seen), []
+
+    class Store:
+        def put_checks(self, *a, **k):
+            pass
+
+        def put_judgment(self, *a, **k):
+            pass
+
+    items = {v: {"answer": answers[v], "retrieved_json": json.dumps(chunks[v])} for v in "AB"}
+    assert judge_question(None, cfg, Store(), "run", q, items, citation_pattern=None,
+                          corpus_version="v") == []
+    live = sorted((n, v) for n, v, _ in seen)
+    assert live == frozen
+    assert ("relevance_embedding", "A") in live and ("rubric", "A") in live  # quality
+    # live: each answer is judged against what its own system retrieved; pairwise sees both
+    ctx = {(n, v): c for n, v, c in seen}
+    assert ctx[("claims", "A")] == ("a1",) and ctx[("claims", "B")] == ("b1",)
+    assert ctx[("pairwise", "('AB',)")] == ("a1", "b1")
+
+
+def test_a_figure_measured_two_ways_is_not_divided():
+    from abtest.report.live import frozen_comparison_rows
+
+    def rep(method):
+        return {"metrics": {"relevance": {"a": 0.5, "b": 0.7, "difference": 0.2,
+                                          "method": method}}}
+
+    same = frozen_comparison_rows(rep("embedding"), rep("embedding"))[0]
+    assert same["ratio"] == pytest.approx(1.0) and same["survival"] == "survived"
+    two = frozen_comparison_rows(rep("embedding"), rep("LLM 0-1 rating"))[0]
+    assert two["ratio"] is None and two["survival"].startswith("not comparable")

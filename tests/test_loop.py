@@ -9,13 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from abtest import cli_loop
 from abtest.cli import cli
 from fakes import Brain, install
-
-for _cmd in (cli_loop.golden, cli_loop.suggest, cli_loop.history, cli_loop.compare):
-    if _cmd.name not in cli.commands:  # the lead registers them in cli.py
-        cli.add_command(_cmd)
 
 
 def invoke(*args):

@@ -100,7 +100,7 @@ def test_sigkill_then_resume_repeats_no_finished_call(tmp_path, server):
     run_id = out.stdout.strip().splitlines()[-1]
     repeated = {h: c for h, c in srv.counts.items() if c > 1}
     # only calls sent but not yet saved at a kill may repeat: at most 2 x concurrency per kill
-    # (`concurrency` on the wire plus as many finishing outside the wire slot; see llm.py)
+    # (`concurrency` on the wire plus as many finishing outside the wire slot; see abtest/llm/gateway.py)
     assert len(repeated) <= 2 * 2 * kills, repeated
     assert sum(before_resume.values()) > 0
 

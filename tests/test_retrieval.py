@@ -21,9 +21,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-import abtest.store as index_store
+import abtest.retrieval.bm25 as index_store
 from abtest.errors import IncompleteError, UserError
-from abtest.store import IndexStore
+from abtest.retrieval.bm25 import IndexStore
 from abtest.retrieval import Retrieved, get_retriever
 from abtest.retrieval import query as Q
 from abtest.retrieval.index import build_index, search
@@ -282,7 +282,7 @@ def test_index_locked_by_a_writer_gives_user_error(tmp_path, index):
     path = str(tmp_path / "locked.duckdb")
     code = textwrap.dedent(f"""
         import sys, time
-        from abtest.store import IndexStore
+        from abtest.retrieval.bm25 import IndexStore
         st = IndexStore({path!r})
         st.build([{{"id": "a", "text": "cat"}}])
         print("ready", flush=True)

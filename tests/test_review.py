@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from abtest import review as R
+from abtest.review.items import run_tag
 from abtest.errors import UserError
 from abtest.fixtures import load_fixture, write_fixture
 from abtest.models import Case, Chunk, Config
@@ -334,7 +335,7 @@ def test_bad_labels_csv_names_line_and_item(store, tmp_path):
     assert store.human_labels(RUN) == []
     # labels from another run's pack are unknown here (run-specific item ids)
     g = tmp_path / "other.csv"
-    g.write_text(f"item_id,label\n{R._run_tag('other-run')}-p0001,1\n")
+    g.write_text(f"item_id,label\n{run_tag('other-run')}-p0001,1\n")
     with pytest.raises(UserError, match="unknown item"):
         R.import_labels(store, RUN, g)
     h = tmp_path / "blank.csv"
@@ -424,11 +425,11 @@ def test_status_counts_and_report_compatibility(store, tmp_path):
     assert "10 human label(s) of its items (need 30)" in val["faithfulness"]["reason"]
     assert "faithfulness: 10 human label(s)" in st["message"] and not st["validated"]
     # the report's judge validation reads the same rows and gets the same kappas
-    from abtest.report.build import _judge_validation
+    from abtest.report.build import build_report
 
-    rep_val = _judge_validation(store, RUN, Config())
+    rep_val = build_report(store, RUN)["judge_validation"]
     for j in ("pairwise", "faithfulness", "coverage", "abstention"):
-        assert rep_val[j] == val[j]
+        assert rep_val[j] == pytest.approx(val[j])
     st2 = R.status(store, RUN, min_labels=10, min_kappa=0.3)
     assert st2["validation"]["faithfulness"]["n_labels"] == 10
     # kappa 0.4 > 0.3, but its lower 95% limit is not: still not validated

@@ -16,7 +16,8 @@ from abtest.models import Case, Chunk
 from abtest.report import build as B
 from abtest.report import render
 from abtest.report.markdown import _text_table
-from abtest.store import ROW_GROUP_SIZE, Store
+from abtest.store import Store
+from abtest.store.writer import ROW_GROUP_SIZE
 
 
 def test_store_row_groups_are_bounded_and_every_thread_reads_the_store(tmp_path):
@@ -201,7 +202,7 @@ def test_checks_are_replaced_not_duplicated_without_a_key(tmp_path):
 def test_an_older_store_gets_lean_keys_and_keeps_its_rows(tmp_path):
     import duckdb
 
-    from abtest import store as st
+    from abtest.store import migrations as st
 
     path = tmp_path / "old.duckdb"
     con = duckdb.connect(str(path))
@@ -226,7 +227,7 @@ def test_an_older_store_gets_lean_keys_and_keeps_its_rows(tmp_path):
 def test_an_older_store_gets_the_cache_keyed_by_a_bigint_and_keeps_its_rows(tmp_path):
     import duckdb
 
-    from abtest import store as st
+    from abtest.store import migrations as st
 
     path = tmp_path / "old.duckdb"
     con = duckdb.connect(str(path))
@@ -256,7 +257,7 @@ def test_an_older_store_gets_the_cache_keyed_by_a_bigint_and_keeps_its_rows(tmp_
 
 
 def test_two_call_hashes_sharing_a_cache_key_never_mix_up_answers(tmp_path, monkeypatch):
-    from abtest import store as st
+    from abtest.store import migrations as st
 
     s = Store(tmp_path / "s.duckdb")
     monkeypatch.setattr(st, "cache_key", lambda call_hash: 7)  # force the (~1e-8) collision
@@ -303,12 +304,12 @@ def test_trim_evicts_cached_pages_and_restores_the_memory_limit(tmp_path):
 
 
 def test_the_writer_trims_every_trim_every_writes_and_loses_nothing(tmp_path, monkeypatch):
-    import abtest.store as st
+    import abtest.store.writer as st
 
     trims = []
-    real = st._ReadGate.trim
+    real = st.ReadGate.trim
     monkeypatch.setattr(st, "TRIM_EVERY", 3)
-    monkeypatch.setattr(st._ReadGate, "trim", lambda self, con: trims.append(1) or real(self, con))
+    monkeypatch.setattr(st.ReadGate, "trim", lambda self, con: trims.append(1) or real(self, con))
     s = Store(tmp_path / "s.duckdb")
     rows = _rows_of_text(500)
     for k in range(0, 500, 50):

@@ -11,10 +11,12 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..errors import UserError
 from ..gcpause import gc_paused
-from .claim import judge_validation, licensed_claim  # noqa: F401  (licensed_claim: API)
-from .metrics import SCORE_JUDGES, compute_metrics, holm_family, pct  # noqa: F401
+from ..review.agreement import run_judge_validation
+from ..runs import load_run
+from .claim import licensed_claim  # noqa: F401  (API)
+from ..fmt import pct
+from .metrics import SCORE_JUDGES, compute_metrics, holm_family  # noqa: F401
 from .metrics import plain as _plain
 
 SCHEMA_VERSION = 2  # 2: per-judge validation, margins, drop bound, length control
@@ -34,30 +36,6 @@ REMEDIES = {
     "missed_refusal": ("answered an unanswerable question",
                        "loosen scope rules the other way: make refusal explicit when context lacks the answer"),
 }
-
-
-def load_run(store, run_id: str) -> dict:
-    run = store.get_run(run_id)
-    if run is None:
-        known = [r["run_id"] for r in store.list_runs()][-5:]
-        hint = f" (recent: {', '.join(known)})" if known else ""
-        raise UserError(f"no run {run_id!r} in the store{hint}", file=str(store.path))
-    return run
-
-
-def check_fixture_unchanged(run: dict) -> None:
-    """A re-reported run whose fixture changed on disk is refused."""
-    from pathlib import Path
-
-    from ..fixtures import sha256_bytes
-
-    p = Path(run["fixture_path"] or "")
-    if run["kind"] != "frozen" or not (p / "cases.jsonl").exists():
-        return
-    if sha256_bytes((p / "cases.jsonl").read_bytes()) != run["fixture_sha256"]:
-        raise UserError(f"fixture changed since run {run['run_id']} (cases_sha256 "
-                        f"{run['fixture_sha256'][:12]}…); the stored "
-                        "results no longer describe it", file=str(p))
 
 
 def build_report(store, run_id: str, config=None) -> dict:
@@ -132,10 +110,10 @@ def _build_report(store, run_id: str, config=None) -> dict:
         answerable = {cid: bool(cases.get(cid, _NONE).get("answerable", True)) for cid in finished}
         metrics, outcomes, holm_info = compute_metrics(finished, jv, answerable, lengths, cfg,
                                                        judges)
-        metrics["checks"] = _checks_table(chk_by, finished_set, alpha)
+        metrics["checks"] = checks_table(chk_by, finished_set, alpha)
         metrics.setdefault("conformance", None)
     # --- human validation, incidents, claim, taxonomy ----------------------
-    validation = _judge_validation(store, run_id, cfg)
+    validation = run_judge_validation(store, run_id, cfg)
     incidents = _incidents(finished, jv, claims, gen_by, cases, cfg)
     report = {
         "schema_version": SCHEMA_VERSION, "run_id": run_id, "kind": run["kind"],
@@ -157,7 +135,7 @@ def _build_report(store, run_id: str, config=None) -> dict:
         "judges": judges,
         "judge_validation": validation,
         "metrics": metrics, "holm": holm_info, "incidents": incidents,
-        "calls": _calls(store, run_id, len(all_ids)),
+        "calls": calls_summary(store, run_id, len(all_ids)),
     }
     if status != "complete":
         report["estimates_withheld"] = (
@@ -165,7 +143,7 @@ def _build_report(store, run_id: str, config=None) -> dict:
             "interval is shown until every case is finished (`abtest run --resume`)")
     report["judge_noise"] = _judge_noise(judg, cfg) if status == "complete" else None
     if status == "complete" and store.human_labels(run_id):
-        from ..review import ppi_headlines
+        from ..review.ppi import ppi_headlines
 
         report["ppi"] = _plain(ppi_headlines(store, run_id, alpha))
     from ..golden import draft_summary
@@ -208,7 +186,7 @@ def _fixture_cases(run: dict) -> dict[str, dict]:
 
     p = Path(run["fixture_path"] or "") / "cases.jsonl"
     try:
-        lines = [ln for ln in p.read_bytes().decode("utf-8").splitlines() if ln.strip()]
+        lines = [ln for ln in p.read_bytes().decode("utf-8").split("\n") if ln.strip()]
         objs = json.loads("[" + ",".join(lines) + "]")
     except (OSError, ValueError):  # missing, not UTF-8, not JSON
         return {}
@@ -250,7 +228,7 @@ def _models(store, run: dict) -> dict:
                       "resolved": resolved.get(run["judge_model"], [])}}
 
 
-def _calls(store, run_id: str, n: int) -> dict:
+def calls_summary(store, run_id: str, n: int) -> dict:
     summ = store.call_summary(run_id)
     attempts = sum(r["provider_attempts"] for r in summ.values())
     logical = len({(r["call_hash"]) for r in store.llm_calls(run_id)})
@@ -260,18 +238,7 @@ def _calls(store, run_id: str, n: int) -> dict:
             "calls_per_case": round(logical / n, 2) if n else None}
 
 
-def _judge_validation(store, run_id: str, cfg) -> dict:
-    """Per judge, its verdicts against the human labels of its own review items."""
-    items = {r["item_id"]: r for r in store.review_items(run_id)}
-    pairs: dict[str, list[tuple]] = defaultdict(list)
-    for lab in store.human_labels(run_id):
-        it = items.get(lab["item_id"])
-        if it is not None and it["judge_label"] is not None:
-            pairs[it["judge"]].append((it["judge_label"], lab["label"]))
-    return judge_validation(pairs, cfg)
-
-
-def _checks_table(chk_by: dict, finished: set[str], alpha: float) -> dict:
+def checks_table(chk_by: dict, finished: set[str], alpha: float) -> dict:
     """Per deterministic check: each variant's pass rate over the answers it applies to (a
     check only one variant defines is shown too), and McNemar on the pairs where it applies
     to both."""

@@ -18,35 +18,21 @@ The live report uses `effect_reasons` and `validation_reasons` for its own sente
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Iterable
 
-from .metrics import holm_family, min_n_binary_noninferiority, pct
+from ..review.agreement import CLAIM_JUDGES
+from ..fmt import num, pct, signed
+from .metrics import holm_family, min_n_binary_noninferiority
 
-CLAIM_JUDGES = ("faithfulness", "coverage", "abstention")
-VALIDATED_JUDGES = ("pairwise", "faithfulness", "coverage", "abstention")
 SCOPE = "frozen: given these contexts (never an end-to-end claim)"
-
-
-def fmt(x, nd: int = 3) -> str:
-    if x is None:
-        return "n/a"
-    if isinstance(x, bool):
-        return str(x)
-    if isinstance(x, float) and 0 < abs(x) < 10 ** -nd:
-        return f"{x:.1e}"
-    return f"{x:.{nd}f}" if isinstance(x, float) else str(x)
-
-
-def _signed(x) -> str:
-    return "n/a" if x is None else f"{x:+.3f}"
 
 
 def _faithfulness_reasons(f: dict | None, alpha: float) -> list[str]:
     if not f or f.get("difference") is None:
         return ["faithfulness was not measured on any complete pair"]
     lvl = pct(f["conf_level"])
-    what = (f"faithfulness B − A = {_signed(f['difference'])} ({lvl} CI {fmt(f['ci_low'])} to "
-            f"{fmt(f['ci_high'])}, Holm p = {fmt(f.get('p_holm'))})")
+    what = (f"faithfulness B − A = {signed(f['difference'])} ({lvl} CI {num(f['ci_low'])} to "
+            f"{num(f['ci_high'])}, Holm p = {num(f.get('p_holm'))})")
     out = []
     if f.get("p_holm") is None:
         out.append(f"no test possible: {what}" + (f"; {f['note']}" if f.get("note") else ""))
@@ -54,7 +40,7 @@ def _faithfulness_reasons(f: dict | None, alpha: float) -> list[str]:
         mde = (f.get("mde") or {})
         tail = ""
         if mde.get("mde") is not None:
-            tail = f"; the smallest difference this N detects with 80% power is {fmt(mde['mde'])}"
+            tail = f"; the smallest difference this N detects with 80% power is {num(mde['mde'])}"
         elif mde.get("note"):
             tail = f"; {mde['note']}"
         out.append(f"not significant: {what}{tail}")
@@ -73,7 +59,7 @@ def _faithfulness_reasons(f: dict | None, alpha: float) -> list[str]:
                    f"variant left unscored ({bound.get('imputed_b')} without a B score"
                    + (f" — B overall: {why_b}" if why_b else "") + f", {bound.get('imputed_a')} "
                    f"without an A score): counting them at the worst case for B, B − A = "
-                   f"{_signed(bound.get('difference'))} (p = {fmt(bound.get('p_value'))})")
+                   f"{signed(bound.get('difference'))} (p = {num(bound.get('p_value'))})")
     return out
 
 
@@ -86,13 +72,13 @@ def _binary_reason(m: dict | None, label: str, alpha: float, remedy: str) -> str
     lvl = pct(1 - 2 * alpha)
     if m.get("better") == "higher":
         worse = (m.get("difference") or 0) < 0
-        lim = f"lower {lvl} limit {fmt(ni.get('lower'))} ≤ −{ni.get('margin')}"
+        lim = f"lower {lvl} limit {num(ni.get('lower'))} ≤ −{ni.get('margin')}"
         head = f"{label} {'fell' if worse else 'not shown not to fall'}"
     else:
         worse = (m.get("difference") or 0) > 0
-        lim = f"upper {lvl} limit {fmt(ni.get('upper'))} ≥ {ni.get('margin')}"
+        lim = f"upper {lvl} limit {num(ni.get('upper'))} ≥ {ni.get('margin')}"
         head = f"{label} {'rose' if worse else 'not shown not to rise'}"
-    text = f"{head}: B − A = {_signed(m.get('difference'))}, {lim} (the margin)"
+    text = f"{head}: B − A = {signed(m.get('difference'))}, {lim} (the margin)"
     if ni.get("min_n") and m["n"] < ni["min_n"]:
         text += (f"; with {m['n']} such cases it cannot hold at this margin: it needs at least "
                  f"{ni['min_n']}")
@@ -111,8 +97,8 @@ def effect_reasons(m: dict, cfg) -> list[str]:
         reasons.append("coverage was not measured on any complete pair")
     elif not (c.get("noninferiority") or {}).get("holds"):
         ni = c.get("noninferiority") or {}
-        reasons.append(f"coverage not shown non-inferior: B − A = {_signed(c['difference'])}, "
-                       f"lower {pct(1 - 2 * alpha)} limit {fmt(ni.get('ci_low'))} ≤ "
+        reasons.append(f"coverage not shown non-inferior: B − A = {signed(c['difference'])}, "
+                       f"lower {pct(1 - 2 * alpha)} limit {num(ni.get('ci_low'))} ≤ "
                        f"−{ni.get('margin')} (the margin)")
     ab = m.get("abstention")
     if ab is None:
@@ -140,46 +126,6 @@ def validation_reasons(val: dict, judges: Iterable[str] | None = None) -> list[s
         if b.get("validated"):
             continue
         out.append(f"{j} judge not validated: {b.get('reason') or 'no human labels'}")
-    return out
-
-
-def judge_validation(pairs_by_judge: dict[str, list[tuple[Any, Any]]], cfg) -> dict:
-    """Per judge: Cohen's kappa of its verdicts against human labels on its own items.
-
-    Validated when there are at least review.min_labels labels and the lower (1 − alpha)
-    limit of kappa is at least review.min_kappa: the point estimate alone lets a judge
-    pass on luck in a small sample."""
-    from .. import stats
-
-    lvl = 1 - cfg.alpha
-    rv = cfg.review
-    out: dict[str, Any] = {}
-    for judge in VALIDATED_JUDGES:
-        pairs = [(j, h) for j, h in pairs_by_judge.get(judge, []) if j is not None and h is not None]
-        b: dict[str, Any] = {"n_labels": len(pairs), "kappa": None, "ci_low": None,
-                             "ci_high": None, "agreement": None, "validated": False}
-        if len(pairs) >= 2:
-            k = stats.cohen_kappa([p[0] for p in pairs], [p[1] for p in pairs], conf_level=lvl)
-            b.update({"kappa": k.kappa, "ci_low": k.ci_low, "ci_high": k.ci_high,
-                      "agreement": k.p_observed})
-            if k.note:
-                b["note"] = k.note
-        if len(pairs) < rv.min_labels:
-            b["reason"] = f"{len(pairs)} human label(s) of its items (need {rv.min_labels})"
-        elif b["kappa"] is None:
-            b["reason"] = (f"kappa undefined ({b.get('note') or 'no variation in the labels'}): "
-                           "label items of both kinds")
-        elif b["ci_low"] is None or b["ci_low"] < rv.min_kappa:
-            b["reason"] = (f"kappa {fmt(b['kappa'])}, lower {pct(lvl)} limit {fmt(b['ci_low'])} "
-                           f"< {rv.min_kappa}")
-        else:
-            b["validated"] = True
-        out[judge] = b
-    out["claim_judges"] = list(CLAIM_JUDGES)
-    out["validated"] = all(out[j]["validated"] for j in CLAIM_JUDGES)
-    out["rule"] = (f"each judge on its own items: ≥ {rv.min_labels} human labels and the lower "
-                   f"{pct(lvl)} limit of Cohen's kappa ≥ {rv.min_kappa}")
-    out["min_labels"], out["min_kappa"] = rv.min_labels, rv.min_kappa
     return out
 
 
@@ -263,15 +209,15 @@ def sentence(m: dict, val: dict, cfg, prefix: str = "Given these contexts") -> s
         dropped = (f"; {n_drop} dropped for an answer without a factual claim (A {len(dr['a_only'])}, "
                    f"B {len(dr['b_only'])}, both {len(dr['both'])}), the gain holding at the worst "
                    "case for them")
-    kappas = ", ".join(f"{j} {fmt(val[j]['kappa'])} (lower limit {fmt(val[j]['ci_low'])}, "
+    kappas = ", ".join(f"{j} {num(val[j]['kappa'])} (lower limit {num(val[j]['ci_low'])}, "
                        f"{val[j]['n_labels']} labels)" for j in CLAIM_JUDGES)
     lvl = pct(f["conf_level"])
     return (f"{prefix}, variant B was more faithful and no less complete than A, paired over "
             f"{f['n']} questions{dropped} (faithfulness {f['difference']:+.3f}, {lvl} CI "
-            f"{fmt(f['ci_low'])} to {fmt(f['ci_high'])}, Holm p = {fmt(f['p_holm'])}; coverage "
+            f"{num(f['ci_low'])} to {num(f['ci_high'])}, Holm p = {num(f['p_holm'])}; coverage "
             f"B − A {c['difference']:+.3f}, margin {c['noninferiority']['margin']}; refusals on "
-            f"answerable questions B − A {_signed(ab['answerable']['difference'])}, margin "
+            f"answerable questions B − A {signed(ab['answerable']['difference'])}, margin "
             f"{ab['answerable']['noninferiority']['margin']}; correct abstention on unanswerable "
-            f"questions B − A {_signed(ab['unanswerable']['difference'])}, margin "
+            f"questions B − A {signed(ab['unanswerable']['difference'])}, margin "
             f"{ab['unanswerable']['noninferiority']['margin']}), with each judge validated against "
             f"a human sample (kappa: {kappas}).")

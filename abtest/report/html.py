@@ -20,7 +20,8 @@ import re
 from html import escape as _escape
 from typing import Any, Iterable
 
-from .metrics import SCORE_JUDGES, pct
+from ..fmt import num, pct
+from .metrics import SCORE_JUDGES
 
 
 def level_of(metrics: dict) -> str:
@@ -39,67 +40,11 @@ C_TIE = "#999999"
 C_INCONS = "#E69F00"
 C_EQUAL = "#555555"
 
-CSS = """
-:root{--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--bg2:#f6f8fa;--pass:#1a7f37;--fail:#cf222e;
---warn:#9a6700;--na:#6e7781}
-*{box-sizing:border-box}
-body{margin:0;font:15px/1.5 -apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,"Helvetica Neue",
-Arial,"DejaVu Sans",sans-serif;color:var(--fg);background:#fff}
-main{max-width:1180px;margin:0 auto;padding:24px 28px 48px}
-h1{font-size:1.6em;margin:0 0 .4em;overflow-wrap:anywhere}
-h2{font-size:1.25em;margin:2em 0 .6em;padding-bottom:.25em;border-bottom:1px solid var(--line)}
-h3{font-size:1.05em;margin:1.4em 0 .4em}
-code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace;
-font-size:.9em}
-pre{background:var(--bg2);border:1px solid var(--line);border-radius:6px;padding:10px 12px;
-overflow-x:auto;white-space:pre-wrap;overflow-wrap:anywhere}
-dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;margin:0}
-dl.meta dt{color:var(--muted)}
-dl.meta dd{margin:0;overflow-wrap:anywhere}
-nav.toc{margin:14px 0 0;font-size:.9em}
-nav.toc a{margin-right:12px;color:#0969da;text-decoration:none;white-space:nowrap}
-.table-wrap{overflow-x:auto;margin:.4em 0 1em}
-table{border-collapse:collapse;font-size:.9em;min-width:50%}
-th,td{border:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top}
-th{background:var(--bg2);font-weight:600}
-td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.na{color:var(--na)}
-.nowrap{white-space:nowrap}
-.badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:.85em;font-weight:600;
-color:#fff;background:var(--na)}
-.badge.pass,.badge.PASS{background:var(--pass)}
-.badge.fail,.badge.FAIL{background:var(--fail)}
-.badge.INCOMPLETE{background:var(--warn)}
-.badge.not_applicable{background:var(--na)}
-.callout{border-left:4px solid var(--line);background:var(--bg2);padding:8px 12px;margin:10px 0;
-border-radius:0 6px 6px 0}
-.callout.ok{border-color:var(--pass)}
-.callout.no{border-color:var(--fail)}
-.callout.warn{border-color:var(--warn)}
-.note{color:var(--muted);font-size:.9em}
-figure{margin:14px 0 22px}
-figcaption{color:var(--muted);font-size:.88em;margin-top:4px;max-width:860px}
-svg{max-width:100%;height:auto;font-family:inherit}
-svg text{fill:var(--fg)}
-details{margin:2px 0}
-details summary{cursor:pointer}
-.answer{white-space:pre-wrap;overflow-wrap:anywhere;background:var(--bg2);border:1px solid var(--line);
-border-radius:4px;padding:4px 6px;margin:3px 0;font-size:.95em}
-.diff .add{color:#116329;background:#dafbe1}
-.diff .del{color:#82071e;background:#ffebe9}
-.diff .hunk{color:#0550ae}
-.incident{border:1px solid var(--line);border-left:4px solid var(--fail);border-radius:6px;
-padding:8px 12px;margin:10px 0}
-tr.unfinished td{background:#fff8c5}
-tr.flipped td:first-child{border-left:3px solid var(--fail)}
-table.per-case tr.detail td{border-top:none;padding-top:0;padding-bottom:6px}
-table.per-case tr.detail summary{color:var(--muted)}
-table.per-case tbody.case:hover td{background:#f6f8fa}
-table.per-case tbody.case:hover tr.unfinished td{background:#fff8c5}
-footer{margin-top:2.5em;color:var(--muted);font-size:.88em;border-top:1px solid var(--line);
-padding-top:.8em}
-@media print{nav.toc{display:none}main{max-width:none}}
-"""
+def _css() -> str:
+    """The report's stylesheet (assets/report.css), inlined into every report."""
+    from importlib.resources import files
+
+    return (files(__package__) / "assets" / "report.css").read_text(encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -128,34 +73,18 @@ def _num(x: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _f(x: Any, nd: int = 3, signed: bool = False) -> str:
-    """Format like the Markdown report (escaped; None → 'n/a')."""
-    if x is None:
-        return "n/a"
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    if isinstance(x, int):
-        return str(x)
-    v = _num(x)
-    if v is None:
-        return str(x)
-    if 0 < abs(v) < 10 ** -nd:
-        return f"{v:+.1e}" if signed else f"{v:.1e}"
-    return f"{v:+.{nd}f}" if signed else f"{v:.{nd}f}"
-
-
 def _fv(x: Any, nd: int = 3, signed: bool = False) -> str:
     """Formatted value, with 'n/a' greyed out."""
     if type(x) is float and math.isfinite(x) and not 0 < abs(x) < 10 ** -nd:
         return f"{x:+.{nd}f}" if signed else f"{x:.{nd}f}"  # _f's result; digits need no escaping
-    s = _f(x, nd, signed)
+    s = num(x, nd, signed)
     return '<span class="na">n/a</span>' if s == "n/a" else esc(s)
 
 
 def _ci_text(lo: Any, hi: Any, nd: int = 3) -> str:
     if _num(lo) is None or _num(hi) is None:
         return "n/a"
-    return f"[{_f(lo, nd)}, {_f(hi, nd)}]"
+    return f"[{num(lo, nd)}, {num(hi, nd)}]"
 
 
 def _c(x: float) -> str:
@@ -287,8 +216,8 @@ def svg_forest(metrics: dict) -> str:
         cy = top + row_h * i + row_h / 2
         excl = r["lo"] > 0 or r["hi"] < 0
         colour = (C_B if r["d"] > 0 else C_A) if excl else C_EQUAL
-        tip = (f"{r['label']}: B − A = {_f(r['d'], signed=True)}, {lvl} CI "
-               f"{_ci_text(r['lo'], r['hi'])}, n = {_f(r['n'])}, {r['p_kind']} = {_f(r['p'])}; "
+        tip = (f"{r['label']}: B − A = {num(r['d'], signed=True)}, {lvl} CI "
+               f"{_ci_text(r['lo'], r['hi'])}, n = {num(r['n'])}, {r['p_kind']} = {num(r['p'])}; "
                f"{r['direction']}")
         out.append(f'<g class="forest-row" data-metric="{esc(r["key"])}">')
         out.append(f"<title>{esc(tip)}</title>")
@@ -298,7 +227,7 @@ def svg_forest(metrics: dict) -> str:
         out.append(f'<text x="{left - 12}" y="{_c(cy - 2)}" font-size="13" text-anchor="end">'
                    f"{esc(r['label'])}</text>")
         out.append(f'<text x="{left - 12}" y="{_c(cy + 12)}" font-size="10" text-anchor="end" '
-                   f'fill="#57606a">n = {esc(_f(r["n"]))}; {esc(r["direction"])}</text>')
+                   f'fill="#57606a">n = {esc(num(r["n"]))}; {esc(r["direction"])}</text>')
         xl, xh, xd = sx(r["lo"]), sx(r["hi"]), sx(r["d"])
         out.append(f'<line class="ci" x1="{_c(xl)}" y1="{_c(cy)}" x2="{_c(xh)}" y2="{_c(cy)}" '
                    f'stroke="{colour}" stroke-width="2.5"/>')
@@ -308,8 +237,8 @@ def svg_forest(metrics: dict) -> str:
         out.append(f'<rect class="estimate" x="{_c(xd - 5)}" y="{_c(cy - 5)}" width="10" height="10" '
                    f'fill="{colour}"/>')
         out.append(f'<text x="{W - right_w + 12}" y="{_c(cy + 4)}" font-size="12" class="mono">'
-                   f"{esc(_f(r['d'], signed=True))}  {esc(_ci_text(r['lo'], r['hi']))}  "
-                   f"{esc(r['p_kind'])} {esc(_f(r['p']))}</text>")
+                   f"{esc(num(r['d'], signed=True))}  {esc(_ci_text(r['lo'], r['hi']))}  "
+                   f"{esc(r['p_kind'])} {esc(num(r['p']))}</text>")
         out.append("</g>")
     out.append("</svg>")
     note = ""
@@ -435,7 +364,7 @@ def svg_scatter(per_case: list) -> str:
         colour = C_B if b > a else C_A if a > b else C_EQUAL
         out.append(f'<circle class="case-point" data-case="{esc(cid)}" cx="{_c(sx(a))}" '
                    f'cy="{_c(sy(b))}" r="6" fill="{colour}" fill-opacity="0.75" stroke="#ffffff" '
-                   f'stroke-width="1"><title>{esc(cid)}: A {esc(_f(a, 2))}, B {esc(_f(b, 2))}'
+                   f'stroke-width="1"><title>{esc(cid)}: A {esc(num(a, 2))}, B {esc(num(b, 2))}'
                    "</title></circle>")
     out.append("</svg>")
     note = (f'<p class="note">{esc(len(pts))} finished case(s) plotted; {esc(missing)} finished '
@@ -461,8 +390,8 @@ def _header(r: dict) -> str:
     items = [
         ("Evaluation date", f"{esc(str(r.get('generated_at') or 'n/a')[:10])} (run created "
                             f"{esc(str(r.get('created_at') or 'n/a')[:19])})"),
-        ("Status", f'<strong>{esc(r.get("status"))}</strong> — {esc(_f(r.get("n_finished")))}/'
-                   f'{esc(_f(r.get("n_cases")))} cases finished'),
+        ("Status", f'<strong>{esc(r.get("status"))}</strong> — {esc(num(r.get("n_finished")))}/'
+                   f'{esc(num(r.get("n_cases")))} cases finished'),
         ("Variant A", f"<code>{esc(va.get('name'))}</code> (sha256 "
                       f"<span class=\"mono\">{esc(str(va.get('sha256') or 'n/a')[:12])}</span>)"),
         ("Variant B", f"<code>{esc(vb.get('name'))}</code> (sha256 "
@@ -514,11 +443,11 @@ def _summary(r: dict) -> str:
     if pw:
         fav = (f" — significant, in {esc(pw.get('direction'))}'s favour"
                if pw.get("direction") else "")
-        out.append(f"<p>Pairwise (blind, both orders): B won {esc(_f(pw.get('b_wins')))}, A won "
-                   f"{esc(_f(pw.get('a_wins')))}, no preference {esc(_f(pw.get('no_preference')))} "
-                   f"(of which position-inconsistent {esc(_f(pw.get('position_inconsistent')))}); "
-                   f"sign test p = {esc(_f(pw.get('p_value')))}, Holm p = "
-                   f"{esc(_f(pw.get('p_holm')))}{fav}.</p>")
+        out.append(f"<p>Pairwise (blind, both orders): B won {esc(num(pw.get('b_wins')))}, A won "
+                   f"{esc(num(pw.get('a_wins')))}, no preference {esc(num(pw.get('no_preference')))} "
+                   f"(of which position-inconsistent {esc(num(pw.get('position_inconsistent')))}); "
+                   f"sign test p = {esc(num(pw.get('p_value')))}, Holm p = "
+                   f"{esc(num(pw.get('p_holm')))}{fav}.</p>")
         cav = _d(pw.get("length_bias")).get("caveat")
         if cav:
             out.append(f'<div class="callout warn" id="length-caveat"><strong>Length caveat:'
@@ -547,7 +476,7 @@ def _fixture(r: dict) -> str:
     extra = ""
     if fx.get("captured_at"):
         extra = f" Contexts captured {esc(fx.get('captured_at'))}."
-    return (f'<section id="fixture"><h2>Fixture / golden set summary</h2><p>{esc(_f(r.get("n_cases")))} '
+    return (f'<section id="fixture"><h2>Fixture / golden set summary</h2><p>{esc(num(r.get("n_cases")))} '
             f"cases: {esc(n_ans)} answerable, {esc(n_un)} unanswerable. Categories: {esc(cat_txt)}."
             f"{extra}</p></section>")
 
@@ -560,7 +489,7 @@ def judge_validation_html(jv: dict) -> str:
         b = _d(jv.get(j))
         if not b:
             continue
-        rows.append([esc(j), "yes" if j in claim else "no", esc(_f(b.get("n_labels"))),
+        rows.append([esc(j), "yes" if j in claim else "no", esc(num(b.get("n_labels"))),
                      _fv(b.get("kappa")), esc(_ci_text(b.get("ci_low"), b.get("ci_high"))),
                      "validated" if b.get("validated") else
                      f"<strong>not validated</strong>: {esc(b.get('reason'))}"])
@@ -579,9 +508,9 @@ def _checks(m: dict) -> str:
         if not (s.get("n_a_applicable") or s.get("n_b_applicable") or s.get("n")):
             continue
         nf = [str(x) for x in _l(s.get("newly_failing"))]
-        rows.append([esc(name), esc(_f(s.get("n_a_applicable", s.get("n")))),
-                     esc(_f(s.get("n_b_applicable", s.get("n")))), _fv(s.get("pass_rate_a")),
-                     _fv(s.get("pass_rate_b")), esc(_f(s.get("n"))), _fv(s.get("p_value")),
+        rows.append([esc(name), esc(num(s.get("n_a_applicable", s.get("n")))),
+                     esc(num(s.get("n_b_applicable", s.get("n")))), _fv(s.get("pass_rate_a")),
+                     _fv(s.get("pass_rate_b")), esc(num(s.get("n"))), _fv(s.get("p_value")),
                      esc(", ".join(nf[:5]) + ("…" if len(nf) > 5 else "")) or "—"])
     if rows:
         out.append(_table(["check", "applies A", "applies B", "pass A", "pass B", "paired n",
@@ -606,7 +535,7 @@ def _metrics(r: dict) -> str:
         mm = m.get(key)
         if not isinstance(mm, dict):
             continue
-        rows.append([esc(key), esc(_f(mm.get("n"))), _fv(mm.get("a")), _fv(mm.get("b")),
+        rows.append([esc(key), esc(num(mm.get("n"))), _fv(mm.get("a")), _fv(mm.get("b")),
                      _fv(mm.get("difference"), signed=True),
                      esc(_ci_text(mm.get("ci_low"), mm.get("ci_high"))),
                      esc(str(mm.get("test") or "n/a").split(" ")[0]), _fv(mm.get("p_value")),
@@ -614,7 +543,7 @@ def _metrics(r: dict) -> str:
     for sub in ("answerable", "unanswerable"):
         mm = _d(m.get("abstention")).get(sub)
         if isinstance(mm, dict) and mm.get("n"):
-            rows.append([esc(f"abstention ({sub})"), esc(_f(mm.get("n"))), _fv(mm.get("a")),
+            rows.append([esc(f"abstention ({sub})"), esc(num(mm.get("n"))), _fv(mm.get("a")),
                          _fv(mm.get("b")), _fv(mm.get("difference"), signed=True),
                          esc(_ci_text(mm.get("ci_low"), mm.get("ci_high"))), esc(mm.get("test")),
                          _fv(mm.get("p_value")), _fv(mm.get("p_holm"))])
@@ -636,7 +565,7 @@ def _metrics(r: dict) -> str:
             dr = _d(mm.get("dropped"))
             why = "; ".join(f"{v}: " + ", ".join(f"{k} {n}" for k, n in _d(c).items())
                             for v, c in _d(dr.get("reasons")).items() if c)
-            notes.append(f"{esc(key)}: {esc(_f(mm.get('n_dropped')))} pair(s) dropped (no score "
+            notes.append(f"{esc(key)}: {esc(num(mm.get('n_dropped')))} pair(s) dropped (no score "
                          f"on A only: {len(_l(dr.get('a_only')))}, on B only: "
                          f"{len(_l(dr.get('b_only')))}, on both: {len(_l(dr.get('both')))}"
                          + (f"; {esc(why)}" if why else "") + ").")
@@ -644,31 +573,31 @@ def _metrics(r: dict) -> str:
         if bound.get("imputed_a") or bound.get("imputed_b"):
             notes.append(f"{esc(key)}: worst case for the one-sided drops (B = 0 where only B has no "
                          f"score, A = 1 where only A has none): B − A = "
-                         f"{esc(_f(bound.get('difference'), signed=True))}, p = "
-                         f"{esc(_f(bound.get('p_value')))} — "
+                         f"{esc(num(bound.get('difference'), signed=True))}, p = "
+                         f"{esc(num(bound.get('p_value')))} — "
                          f"{'holds' if bound.get('holds') else '<strong>does not hold</strong>'}.")
         mde = _d(mm.get("mde"))
         if mde and not mm.get("significant"):
             if mde.get("mde") is None:
                 notes.append(f"{esc(key)}: not significant; {esc(mde.get('note'))}.")
             else:
-                notes.append(f"{esc(key)}: not significant. With N = {esc(_f(mm.get('n')))} paired "
-                             f"questions, α = {esc(_f(mde.get('alpha')))} (Holm-conservative), "
+                notes.append(f"{esc(key)}: not significant. With N = {esc(num(mm.get('n')))} paired "
+                             f"questions, α = {esc(num(mde.get('alpha')))} (Holm-conservative), "
                              f"two-sided, 80% power, the study can detect a mean difference of ≥ "
-                             f"{esc(_f(mde.get('mde')))} (d_z = {esc(_f(mde.get('d_z')))}, sd_d = "
-                             f"{esc(_f(mm.get('sd_d')))}).")
+                             f"{esc(num(mde.get('mde')))} (d_z = {esc(num(mde.get('d_z')))}, sd_d = "
+                             f"{esc(num(mm.get('sd_d')))}).")
         ni = _d(mm.get("noninferiority"))
         if ni:
-            notes.append(f"{esc(key)} non-inferiority (margin {esc(_f(ni.get('margin')))}): "
+            notes.append(f"{esc(key)} non-inferiority (margin {esc(num(ni.get('margin')))}): "
                          f"{'holds' if ni.get('holds') else 'not shown'} (lower "
-                         f"{esc(pct(ni.get('conf_level') or 0.9))} limit {esc(_f(ni.get('ci_low')))}).")
+                         f"{esc(pct(ni.get('conf_level') or 0.9))} limit {esc(num(ni.get('ci_low')))}).")
     for sub in ("answerable", "unanswerable"):
         ni = _d(_d(_d(m.get("abstention")).get(sub)).get("noninferiority"))
         if ni:
             lim = ni.get("upper") if sub == "answerable" else ni.get("lower")
-            notes.append(f"abstention ({sub}) non-inferiority (margin {esc(_f(ni.get('margin')))}; "
+            notes.append(f"abstention ({sub}) non-inferiority (margin {esc(num(ni.get('margin')))}; "
                          f"{esc(ni.get('rule'))}): {'holds' if ni.get('holds') else 'not shown'} "
-                         f"(limit {esc(_f(lim))}; needs at least {esc(_f(ni.get('min_n')))} such "
+                         f"(limit {esc(num(lim))}; needs at least {esc(num(ni.get('min_n')))} such "
                          "cases to be able to hold).")
     if notes:
         out.append("<ul>" + "".join(f"<li>{n}</li>" for n in notes) + "</ul>")
@@ -680,18 +609,18 @@ def _metrics(r: dict) -> str:
         out.append("<figcaption>B wins / A wins count only verdicts that agree in both presentation "
                    "orders; position-inconsistent pairs are counted as no preference.</figcaption>")
         out.append("</figure>")
-        diag = [f"Judge diagnostics: position consistency {esc(_f(pc.get('estimate')))} (Wilson CI "
-                f"{esc(_f(pc.get('ci_low')))}–{esc(_f(pc.get('ci_high')))}; biased to first "
-                f"{esc(_f(pc.get('biased_to_first')))}, to second {esc(_f(pc.get('biased_to_second')))}), "
-                f"first-position win rate {esc(_f(pw.get('first_position_win_rate')))}, answer length "
-                f"ratio B/A {esc(_f(pw.get('length_ratio_b_over_a'), 2))}."]
+        diag = [f"Judge diagnostics: position consistency {esc(num(pc.get('estimate')))} (Wilson CI "
+                f"{esc(num(pc.get('ci_low')))}–{esc(num(pc.get('ci_high')))}; biased to first "
+                f"{esc(num(pc.get('biased_to_first')))}, to second {esc(num(pc.get('biased_to_second')))}), "
+                f"first-position win rate {esc(num(pw.get('first_position_win_rate')))}, answer length "
+                f"ratio B/A {esc(num(pw.get('length_ratio_b_over_a'), 2))}."]
         lb = _d(pw.get("length_bias"))
         if lb:
-            diag.append(f"Length: of {esc(_f(lb.get('n_decisive')))} decisive pairs B's answer was "
-                        f"longer in {esc(_f(lb.get('b_longer')))}, shorter in "
-                        f"{esc(_f(lb.get('b_shorter')))}, about equal in "
-                        f"{esc(_f(lb.get('equal_length')))}. "
-                        + (f"Length-controlled B share {esc(_f(lb.get('lc_share_b')))} "
+            diag.append(f"Length: of {esc(num(lb.get('n_decisive')))} decisive pairs B's answer was "
+                        f"longer in {esc(num(lb.get('b_longer')))}, shorter in "
+                        f"{esc(num(lb.get('b_shorter')))}, about equal in "
+                        f"{esc(num(lb.get('equal_length')))}. "
+                        + (f"Length-controlled B share {esc(num(lb.get('lc_share_b')))} "
                            f"({esc(_ci_text(lb.get('lc_ci_low'), lb.get('lc_ci_high')))})."
                            if lb.get("separable") else
                            "Preference and length cannot be separated in these data.")
@@ -729,11 +658,11 @@ def _gate(r: dict) -> str:
         out.append("<p>No gate was evaluated.</p></section>")
         return "".join(out)
     out.append(f'<p><span class="badge {esc(g.get("decision"))}" id="gate-decision">'
-               f'{esc(g.get("decision"))}</span> (exit code {esc(_f(g.get("exit_code")))})</p>')
+               f'{esc(g.get("decision"))}</span> (exit code {esc(num(g.get("exit_code")))})</p>')
     rows = []
     for x in _l(g.get("rules")):
         x = _d(x)
-        thr = f"{x.get('op', '')} {_f(x.get('threshold'))}".strip()
+        thr = f"{x.get('op', '')} {num(x.get('threshold'))}".strip()
         rows.append([esc(x.get("name")), _fv(x.get("value")), esc(thr),
                      f'<span class="badge {esc(x.get("status"))}">{esc(x.get("status"))}</span>',
                      esc(x.get("note") or "")])
@@ -756,7 +685,7 @@ def _incidents(r: dict) -> str:
         ctx = ", ".join(str(x) for x in _l(inc.get("context_ids"))) or "(none)"
         out.append(f'<div class="incident" data-case="{esc(inc.get("case_id"))}">'
                    f"<p><strong>{esc(inc.get('case_id'))}</strong> (variant {esc(inc.get('variant'))}, "
-                   f"faithfulness {esc(_f(inc.get('faithfulness'), 2))}): {esc(inc.get('question'))}</p>")
+                   f"faithfulness {esc(num(inc.get('faithfulness'), 2))}): {esc(inc.get('question'))}</p>")
         uns = _l(inc.get("unsupported"))
         if uns:
             out.append("<ul>" + "".join(f"<li><em>{esc(_d(u).get('verdict'))}</em>: "
@@ -818,7 +747,7 @@ def _unfinished(r: dict) -> str:
 def _next_date(r: dict) -> str:
     fx = _d(r.get("fixture"))
     nd = fx.get("next_evaluation_date")
-    txt = (f"{esc(nd)} (fixture refresh every {esc(_f(fx.get('refresh_every_days')))} days)"
+    txt = (f"{esc(nd)} (fixture refresh every {esc(num(fx.get('refresh_every_days')))} days)"
            if nd else "n/a")
     return f'<section id="next-evaluation"><h2>Next evaluation date</h2><p>{txt}</p></section>'
 
@@ -899,11 +828,11 @@ def _cases(r: dict) -> str:
 
 def _footer(r: dict) -> str:
     calls = _d(r.get("calls"))
-    return (f"<footer><p>Calls: {esc(_f(calls.get('distinct_calls')))} distinct LLM calls "
-            f"({esc(_f(calls.get('calls_per_case'), 2))} per case), "
-            f"{esc(_f(calls.get('provider_attempts')))} provider attempts. Frozen result: a claim "
+    return (f"<footer><p>Calls: {esc(num(calls.get('distinct_calls')))} distinct LLM calls "
+            f"({esc(num(calls.get('calls_per_case'), 2))} per case), "
+            f"{esc(num(calls.get('provider_attempts')))} provider attempts. Frozen result: a claim "
             "about generation given these contexts, never an end-to-end effect.</p>"
-            f"<p>Report schema version {esc(_f(r.get('schema_version')))}; generated by abtest. This "
+            f"<p>Report schema version {esc(num(r.get('schema_version')))}; generated by abtest. This "
             "page is self-contained: no script, no external resources.</p></footer>")
 
 
@@ -920,5 +849,5 @@ def render_html(report: dict) -> str:
             '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
             "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'\"/>"
             f"<title>abtest report — run {esc(r.get('run_id'))}</title>"
-            f"<style>{CSS}</style></head><body><main>" + "\n".join(body) +
+            f"<style>\n{_css()}</style></head><body><main>" + "\n".join(body) +
             "</main></body></html>\n")

@@ -21,9 +21,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import UserError
-from .build import SCHEMA_VERSION, _calls, _judge_validation, load_run
-from .claim import CLAIM_JUDGES, effect_reasons, fmt as _fmt, sentence
-from .metrics import compute_metrics, continuous, metric_at as _metric_at, pct, plain as _plain
+from ..fmt import num, pct
+from ..review.agreement import run_judge_validation
+from ..runs import load_run
+from .build import SCHEMA_VERSION, calls_summary
+from .claim import CLAIM_JUDGES, effect_reasons, sentence
+from .metrics import compute_metrics, continuous, metric_at, plain
 
 VARIANTS = ("A", "B")
 COMPARED = ("pairwise", "faithfulness", "coverage", "abstention_answerable",
@@ -31,7 +34,7 @@ COMPARED = ("pairwise", "faithfulness", "coverage", "abstention_answerable",
 
 
 def _retrieval(finished, questions, chunk_ids, alpha) -> dict:
-    from ..live import context_precision_recall
+    from .metrics import context_precision_recall
 
     prec = {v: {} for v in VARIANTS}
     rec = {v: {} for v in VARIANTS}
@@ -67,7 +70,7 @@ def _retrieval(finished, questions, chunk_ids, alpha) -> dict:
 
 
 def _latency(finished, items) -> dict:
-    from ..live import percentile
+    from .metrics import percentile
 
     out: dict[str, Any] = {}
     kinds = set()
@@ -88,12 +91,12 @@ def _latency(finished, items) -> dict:
 
 def _checks(finished, checks, alpha) -> dict:
     """The frozen report's checks table over this run's stored check rows."""
-    from .build import _checks_table
+    from .build import checks_table
 
     chk_by: dict[tuple[str, str], dict] = defaultdict(dict)
     for c in checks:
         chk_by[(c["case_id"], c["variant"])][c["name"]] = c["passed"]
-    return _checks_table(chk_by, set(finished), alpha)
+    return checks_table(chk_by, set(finished), alpha)
 
 
 def _incidents(finished, jby, claims, answers, questions, chunk_ids, cfg) -> list[dict]:
@@ -119,7 +122,7 @@ def _diff_of(metrics: dict, key: str) -> tuple[float | None, float | None, float
         ca = (metrics.get("checks") or {}).get("citation_accuracy") or {}
         a, b = ca.get("pass_rate_a"), ca.get("pass_rate_b")
         return a, b, (b - a) if a is not None and b is not None else None
-    m = _metric_at(metrics, key) or {}
+    m = metric_at(metrics, key) or {}
     return m.get("a"), m.get("b"), m.get("difference")
 
 
@@ -130,11 +133,16 @@ def frozen_comparison_rows(frozen: dict, live: dict) -> list[dict]:
         la, lb, ld = _diff_of(live["metrics"], key)
         if fd is None and ld is None:
             continue
+        # both runs use the one judge plan; a figure measured two ways is never divided
+        fm = (metric_at(frozen["metrics"], key) or {}).get("method")
+        lm = (metric_at(live["metrics"], key) or {}).get("method")
         ratio = None
-        if fd is not None and ld is not None and abs(fd) > 1e-12:
+        if fd is not None and ld is not None and abs(fd) > 1e-12 and fm == lm:
             ratio = ld / fd
         if fd is None or ld is None:
             verdict = "not measured on both"
+        elif fm != lm:
+            verdict = f"not comparable: frozen measured by {fm}, live by {lm}"
         elif abs(fd) <= 1e-12:
             verdict = "no frozen effect to carry over"
         elif ratio < 0:
@@ -147,7 +155,7 @@ def frozen_comparison_rows(frozen: dict, live: dict) -> list[dict]:
             verdict = "vanished end to end"
         rows.append({"metric": key, "frozen_a": fa, "frozen_b": fb, "frozen_difference": fd,
                      "live_a": la, "live_b": lb, "live_difference": ld, "ratio": ratio,
-                     "survival": verdict})
+                     "survival": verdict, "measure": lm or fm})
     return rows
 
 
@@ -160,8 +168,8 @@ def _effect_text(m: dict) -> str:
     if f.get("difference") is None:
         return "faithfulness was not measured on any complete pair"
     return (f"B − A faithfulness {f['difference']:+.3f} ({pct(f.get('conf_level') or 0.95)} CI "
-            f"{_fmt(f.get('ci_low'))} to {_fmt(f.get('ci_high'))}, Holm p = "
-            f"{_fmt(f.get('p_holm'))}), paired over {f.get('n')} questions")
+            f"{num(f.get('ci_low'))} to {num(f.get('ci_high'))}, Holm p = "
+            f"{num(f.get('p_holm'))}), paired over {f.get('n')} questions")
 
 
 def frozen_claim(frozen: dict) -> dict:
@@ -205,9 +213,9 @@ def live_claim(report: dict, cfg, frozen: dict | None) -> dict:
                 reasons.append(f"{j} judge not validated: {val[j].get('reason')}")
     retr = m.get("retrieval") or {}
     lat = m.get("latency") or {}
-    tail = (f"context precision B {_fmt((retr.get('context_precision') or {}).get('b'))}, recall B "
-            f"{_fmt((retr.get('context_recall') or {}).get('b'))}, p95 latency B "
-            f"{_fmt(lat.get('p95_ms_b'), 0)} ms")
+    tail = (f"context precision B {num((retr.get('context_precision') or {}).get('b'))}, recall B "
+            f"{num((retr.get('context_recall') or {}).get('b'))}, p95 latency B "
+            f"{num(lat.get('p95_ms_b'), 0)} ms")
     scope = "live: end to end, with the retrieval the live systems actually did"
     if reasons:
         statement = (f"End to end, with retriever {r} on corpus {v}, {_effect_text(m)} ({tail}); "
@@ -292,7 +300,7 @@ def build_live_report(store, run_id: str, config=None) -> dict:
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION, "run_id": run_id, "kind": "live", "status": status,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "created_at": _plain(run["created_at"]), "n_cases": len(order),
+        "created_at": plain(run["created_at"]), "n_cases": len(order),
         "n_finished": len(finished), "unfinished_cases": unfinished,
         "unfinished_reasons": {c: (errors.get(c) or (["not asked (the run stopped)"]
                                                      if c not in answered else ["not judged"]))[:3]
@@ -314,12 +322,12 @@ def build_live_report(store, run_id: str, config=None) -> dict:
                              "resolved": resolved.get(run["judge_model"], [])}},
         "comparison_kind": "live", "git_commit": run["git_commit"],
         "judges": judges,
-        "judge_validation": _judge_validation(store, run_id, cfg),
+        "judge_validation": run_judge_validation(store, run_id, cfg),
         "metrics": metrics,
         "holm": holm,
         "incidents": _incidents(finished, jby, store.claims(run_id), answers, questions,
                                 chunk_ids, cfg),
-        "calls": _calls(store, run_id, len(order)),
+        "calls": calls_summary(store, run_id, len(order)),
     }
     if status != "complete":
         report["estimates_withheld"] = (
@@ -345,7 +353,8 @@ def build_live_report(store, run_id: str, config=None) -> dict:
 
 
 def _frozen_report(store, run_id: str) -> tuple[dict | None, str | None]:
-    from .build import build_report, check_fixture_unchanged
+    from ..runs import check_fixture_unchanged
+    from .build import build_report
 
     try:
         run = load_run(store, run_id)
@@ -356,7 +365,7 @@ def _frozen_report(store, run_id: str) -> tuple[dict | None, str | None]:
 
 
 def _per_case(order, finished, questions, items, chunk_ids, jby, outcomes, checks, errors):
-    from ..live import context_precision_recall
+    from .metrics import context_precision_recall
 
     fails = defaultdict(list)
     for c in checks:
@@ -396,7 +405,6 @@ def _per_case(order, finished, questions, items, chunk_ids, jby, outcomes, check
 
 
 # --------------------------------------------------------------------------- rendering
-from .markdown import _f  # noqa: E402  (the same number format as the frozen report)
 
 
 def _cell(text, n=120):
@@ -434,8 +442,8 @@ def render_live_markdown(r: dict) -> str:
         add("| metric | frozen | live | ratio (live/frozen) | |")
         add("|---|---|---|---|---|")
         for x in rows:
-            add(f"| {x['metric']} | {_f(x['frozen_difference'], signed=True)} | "
-                f"{_f(x['live_difference'], signed=True)} | {_f(x['ratio'], 2)} | {x['survival']} |")
+            add(f"| {x['metric']} | {num(x['frozen_difference'], signed=True)} | "
+                f"{num(x['live_difference'], signed=True)} | {num(x['ratio'], 2)} | {x['survival']} |")
         add("")
     elif r.get("frozen_comparison_note"):
         add(f"_{r['frozen_comparison_note']}_")
@@ -448,10 +456,10 @@ def render_live_markdown(r: dict) -> str:
     def line(name, mm):
         if not mm:
             return
-        ci = "n/a" if mm.get("ci_low") is None else f"[{_f(mm['ci_low'])}, {_f(mm['ci_high'])}]"
-        add(f"| {name} | {mm.get('n')} | {_f(mm.get('a'))} | {_f(mm.get('b'))} | "
-            f"{_f(mm.get('difference'), signed=True)} | {ci} | {_f(mm.get('p_value'))} "
-            f"({_f(mm.get('p_holm'))}) |")
+        ci = "n/a" if mm.get("ci_low") is None else f"[{num(mm['ci_low'])}, {num(mm['ci_high'])}]"
+        add(f"| {name} | {mm.get('n')} | {num(mm.get('a'))} | {num(mm.get('b'))} | "
+            f"{num(mm.get('difference'), signed=True)} | {ci} | {num(mm.get('p_value'))} "
+            f"({num(mm.get('p_holm'))}) |")
     line("pairwise (win rate)", m.get("pairwise"))
     for k in ("faithfulness", "coverage", "quality", "relevance"):
         line(k, m.get(k))
@@ -475,22 +483,22 @@ def render_live_markdown(r: dict) -> str:
     cp = retr.get("context_precision") or {}
     add(f"Retrieval metrics exclude {cp.get('n_excluded_no_relevant_ids', 0)} question(s) without "
         f"relevant_chunk_ids; A and B retrieved the same chunks for "
-        f"{_f(retr.get('same_retrieval_share'), 2)} of questions.")
+        f"{num(retr.get('same_retrieval_share'), 2)} of questions.")
     ca = (m.get("checks") or {}).get("citation_accuracy") or {}
     if ca.get("n"):
-        add(f"Citation accuracy (expected citations all cited): A {_f(ca.get('pass_rate_a'))}, "
-            f"B {_f(ca.get('pass_rate_b'))} over {ca['n']} question(s).")
+        add(f"Citation accuracy (expected citations all cited): A {num(ca.get('pass_rate_a'))}, "
+            f"B {num(ca.get('pass_rate_b'))} over {ca['n']} question(s).")
     lat = m.get("latency") or {}
     add(f"Latency ({', '.join(lat.get('latency_kind') or []) or 'n/a'}): p50 A "
-        f"{_f(lat.get('p50_ms_a'), 0)} ms, p95 A {_f(lat.get('p95_ms_a'), 0)} ms; p50 B "
-        f"{_f(lat.get('p50_ms_b'), 0)} ms, p95 B {_f(lat.get('p95_ms_b'), 0)} ms.")
+        f"{num(lat.get('p50_ms_a'), 0)} ms, p95 A {num(lat.get('p95_ms_a'), 0)} ms; p50 B "
+        f"{num(lat.get('p50_ms_b'), 0)} ms, p95 B {num(lat.get('p95_ms_b'), 0)} ms.")
     add("")
     g = r.get("gate") or {}
     if g:
         add(f"## Gate: **{g['decision']}**")
         add("")
         for rule in g["rules"]:
-            add(f"- {rule['status']}: {rule['name']} = {_f(rule['value'])} (threshold "
+            add(f"- {rule['status']}: {rule['name']} = {num(rule['value'])} (threshold "
                 f"{rule['threshold']})" + (f" — {rule['note']}" if rule.get("note") else ""))
         for reason in g.get("reasons", []):
             add(f"- reason: {reason}")
@@ -499,7 +507,7 @@ def render_live_markdown(r: dict) -> str:
         add("## Hallucination incidents")
         add("")
         for i in r["incidents"]:
-            add(f"- {i['case_id']} ({i['variant']}): faithfulness {_f(i['faithfulness'])} — "
+            add(f"- {i['case_id']} ({i['variant']}): faithfulness {num(i['faithfulness'])} — "
                 f"{_cell(i['answer'])}")
         add("")
     add("## Per question")
@@ -507,9 +515,9 @@ def render_live_markdown(r: dict) -> str:
     add("| id | finished | retrieved A | retrieved B | latency A | latency B | answer B |")
     add("|---|---|---|---|---|---|---|")
     for row in r["per_case"]:
-        add(f"| {row['case_id']} | {_f(row['finished'])} | {_cell(', '.join(row['retrieved_a']), 60)} | "
-            f"{_cell(', '.join(row['retrieved_b']), 60)} | {_f(row['latency_ms_a'], 0)} | "
-            f"{_f(row['latency_ms_b'], 0)} | {_cell(row['answer_b'], 80)} |")
+        add(f"| {row['case_id']} | {num(row['finished'])} | {_cell(', '.join(row['retrieved_a']), 60)} | "
+            f"{_cell(', '.join(row['retrieved_b']), 60)} | {num(row['latency_ms_a'], 0)} | "
+            f"{num(row['latency_ms_b'], 0)} | {_cell(row['answer_b'], 80)} |")
     add("")
     return "\n".join(L)
 

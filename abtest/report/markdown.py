@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
+from ..fmt import num, pct
 from .metrics import SCORE_JUDGES
-from .metrics import pct
-
-
-def _f(x, nd=3, signed=False):
-    if x is None:
-        return "n/a"
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    if isinstance(x, (int,)) and not isinstance(x, bool):
-        return str(x)
-    if isinstance(x, float) and 0 < abs(x) < 10 ** -nd:
-        return f"{x:.1e}"
-    return f"{x:+.{nd}f}" if signed else f"{x:.{nd}f}"
 
 
 def _ci(m):
     if m.get("ci_low") is None:
         return "n/a"
-    return f"[{_f(m['ci_low'])}, {_f(m['ci_high'])}]"
+    return f"[{num(m['ci_low'])}, {num(m['ci_high'])}]"
 
 
 def _one_line(text, n=160):
@@ -44,8 +32,8 @@ def _score_summaries(m: dict) -> list[list]:
             if not isinstance(s, dict) or not s.get("n"):
                 continue
             rows.append([key, v.upper()]
-                        + [_f(s.get(k)) for k in ("average", "median", "p25", "p75", "min", "max")]
-                        + [_f(s.get(k)) for k in ("high", "medium", "low")])
+                        + [num(s.get(k)) for k in ("average", "median", "p25", "p75", "min", "max")]
+                        + [num(s.get(k)) for k in ("high", "medium", "low")])
     return rows
 
 
@@ -79,8 +67,8 @@ def judge_validation_md(val: dict) -> str:
         b = val.get(j)
         if not b:
             continue
-        rows.append([j, "yes" if j in claim else "no", b["n_labels"], _f(b.get("kappa")),
-                     f"[{_f(b.get('ci_low'))}, {_f(b.get('ci_high'))}]",
+        rows.append([j, "yes" if j in claim else "no", b["n_labels"], num(b.get("kappa")),
+                     f"[{num(b.get('ci_low'))}, {num(b.get('ci_high'))}]",
                      "validated" if b.get("validated") else f"not validated: {b.get('reason')}"])
     if not rows:
         return "No human labels."
@@ -140,7 +128,7 @@ def render_markdown(r: dict) -> str:
         add("")
         add(f"Pairwise (blind, both orders): B won {pw['b_wins']}, A won {pw['a_wins']}, no preference "
             f"{pw['no_preference']} (of which position-inconsistent {pw['position_inconsistent']}); "
-            f"sign test p = {_f(pw['p_value'])}, Holm p = {_f(pw.get('p_holm'))}"
+            f"sign test p = {num(pw['p_value'])}, Holm p = {num(pw.get('p_holm'))}"
             + (f" — significant, in {pw['direction']}'s favour" if pw.get("direction") else "")
             + ".")
         cav = (pw.get("length_bias") or {}).get("caveat")
@@ -169,7 +157,7 @@ def render_markdown(r: dict) -> str:
         if not (s.get("n_a_applicable") or s.get("n_b_applicable")):
             continue
         rows.append([name, s.get("n_a_applicable", s["n"]), s.get("n_b_applicable", s["n"]),
-                     _f(s["pass_rate_a"]), _f(s["pass_rate_b"]), s["n"], _f(s.get("p_value")),
+                     num(s["pass_rate_a"]), num(s["pass_rate_b"]), s["n"], num(s.get("p_value")),
                      ", ".join(s.get("newly_failing", [])[:5]) or "—"])
     if rows:
         add(tabulate(rows, headers=["check", "applies A", "applies B", "pass A", "pass B",
@@ -185,14 +173,14 @@ def render_markdown(r: dict) -> str:
         mm = m.get(key)
         if not mm:
             continue
-        rows.append([key, mm["n"], _f(mm["a"]), _f(mm["b"]), _f(mm["difference"], signed=True),
-                     _ci(mm), mm["test"].split(" ")[0], _f(mm["p_value"]), _f(mm.get("p_holm"))])
+        rows.append([key, mm["n"], num(mm["a"]), num(mm["b"]), num(mm["difference"], signed=True),
+                     _ci(mm), mm["test"].split(" ")[0], num(mm["p_value"]), num(mm.get("p_holm"))])
     for sub in ("answerable", "unanswerable"):
         mm = (m.get("abstention") or {}).get(sub)
         if mm and mm["n"]:
-            rows.append([f"abstention ({sub})", mm["n"], _f(mm["a"]), _f(mm["b"]),
-                         _f(mm["difference"], signed=True), _ci(mm), mm["test"], _f(mm["p_value"]),
-                         _f(mm.get("p_holm"))])
+            rows.append([f"abstention ({sub})", mm["n"], num(mm["a"]), num(mm["b"]),
+                         num(mm["difference"], signed=True), _ci(mm), mm["test"], num(mm["p_value"]),
+                         num(mm.get("p_holm"))])
     level = pct(1 - (r.get("holm") or {}).get("alpha", 0.05))
     add(tabulate(rows, headers=["metric", "N", "A", "B", "B − A", f"{level} CI", "test", "p",
                                 "Holm p"], tablefmt="github", disable_numparse=True))
@@ -213,41 +201,41 @@ def render_markdown(r: dict) -> str:
         bound = (mm or {}).get("drop_bound") or {}
         if mm and (bound.get("imputed_a") or bound.get("imputed_b")):
             add(f"- {key}: worst case for the one-sided drops (B = 0 where only B has no score, "
-                f"A = 1 where only A has none): B − A = {_f(bound.get('difference'), signed=True)}, "
-                f"p = {_f(bound.get('p_value'))} — {'holds' if bound.get('holds') else 'does not hold'}.")
+                f"A = 1 where only A has none): B − A = {num(bound.get('difference'), signed=True)}, "
+                f"p = {num(bound.get('p_value'))} — {'holds' if bound.get('holds') else 'does not hold'}.")
         ni = (mm or {}).get("noninferiority")
         if ni:
             add(f"- {key} non-inferiority (margin {ni['margin']}): "
                 f"{'holds' if ni.get('holds') else 'not shown'} (lower {pct(ni.get('conf_level', 0.9))} "
-                f"limit {_f(ni.get('ci_low'))}).")
+                f"limit {num(ni.get('ci_low'))}).")
         if mm and mm.get("mde") and not mm.get("significant"):
             if mm["mde"].get("mde") is None:
                 add(f"- {key}: not significant; {mm['mde'].get('note', 'MDE undefined')}.")
             else:
                 add(f"- {key}: not significant. With N = {mm['n']} paired questions, α = "
                     f"{mm['mde']['alpha']:.3f} (Holm-conservative), two-sided, 80% power, the study "
-                    f"can detect a mean difference of ≥ {_f(mm['mde']['mde'])} (d_z = "
-                    f"{_f(mm['mde']['d_z'])}, sd_d = {_f(mm['sd_d'])}).")
+                    f"can detect a mean difference of ≥ {num(mm['mde']['mde'])} (d_z = "
+                    f"{num(mm['mde']['d_z'])}, sd_d = {num(mm['sd_d'])}).")
     for sub in ("answerable", "unanswerable"):
         ni = ((m.get("abstention") or {}).get(sub) or {}).get("noninferiority")
         if ni:
             lim = ni.get("upper") if sub == "answerable" else ni.get("lower")
             add(f"- abstention ({sub}) non-inferiority (margin {ni['margin']}; {ni['rule']}): "
-                f"{'holds' if ni.get('holds') else 'not shown'} (limit {_f(lim)}; needs at least "
+                f"{'holds' if ni.get('holds') else 'not shown'} (limit {num(lim)}; needs at least "
                 f"{ni.get('min_n')} such cases to be able to hold).")
     if pw:
         pc = pw["position_consistency"]
-        add(f"- Judge diagnostics: position consistency {_f(pc['estimate'])} "
-            f"(Wilson CI {_f(pc['ci_low'])}–{_f(pc['ci_high'])}), first-position win rate "
-            f"{_f(pw['first_position_win_rate'])}, answer length ratio B/A "
-            f"{_f(pw['length_ratio_b_over_a'], 2)}.")
+        add(f"- Judge diagnostics: position consistency {num(pc['estimate'])} "
+            f"(Wilson CI {num(pc['ci_low'])}–{num(pc['ci_high'])}), first-position win rate "
+            f"{num(pw['first_position_win_rate'])}, answer length ratio B/A "
+            f"{num(pw['length_ratio_b_over_a'], 2)}.")
         lb = pw.get("length_bias") or {}
         if lb:
             add(f"- Length: of {lb.get('n_decisive')} decisive pairs B's answer was longer in "
                 f"{lb.get('b_longer')}, shorter in {lb.get('b_shorter')}, about equal in "
                 f"{lb.get('equal_length')}. "
-                + (f"Length-controlled B share {_f(lb['lc_share_b'])} ({_f(lb['lc_ci_low'])} to "
-                   f"{_f(lb['lc_ci_high'])})." if lb.get("separable") else
+                + (f"Length-controlled B share {num(lb['lc_share_b'])} ({num(lb['lc_ci_low'])} to "
+                   f"{num(lb['lc_ci_high'])})." if lb.get("separable") else
                    "Preference and length cannot be separated in these data.")
                 + (f" **{lb['caveat']}.**" if lb.get("caveat") else ""))
     summaries = _score_summaries(m)
@@ -281,7 +269,7 @@ def render_markdown(r: dict) -> str:
     if g:
         add(f"**{g['decision']}** (exit code {g['exit_code']})")
         add("")
-        add(tabulate([[x["name"], _f(x["value"]), x["threshold"], x["status"], x.get("note", "")]
+        add(tabulate([[x["name"], num(x["value"]), x["threshold"], x["status"], x.get("note", "")]
                       for x in g["rules"]], headers=["rule", "B value", "threshold", "status", "note"],
                      tablefmt="github"))
     add("")
@@ -290,7 +278,7 @@ def render_markdown(r: dict) -> str:
     if not r["incidents"]:
         add("None (no answer with faithfulness below the incident threshold).")
     for inc in r["incidents"]:
-        add(f"- **{inc['case_id']}** (variant {inc['variant']}, faithfulness {_f(inc['faithfulness'], 2)}): "
+        add(f"- **{inc['case_id']}** (variant {inc['variant']}, faithfulness {num(inc['faithfulness'], 2)}): "
             f"{_one_line(inc['question'])}")
         for u in inc["unsupported"][:5]:
             add(f"  - {u['verdict']}: {_one_line(u['claim'])}")
@@ -309,7 +297,7 @@ def render_markdown(r: dict) -> str:
     flipped = [row for row in r["per_case"] if row.get("flipped")]
     if flipped:
         shown = flipped[:FLIPPED_SHOWN]
-        add(tabulate([[row["case_id"], _f(row.get("faithfulness_a"), 2), _f(row.get("faithfulness_b"), 2),
+        add(tabulate([[row["case_id"], num(row.get("faithfulness_a"), 2), num(row.get("faithfulness_b"), 2),
                        row.get("pairwise") or "", ", ".join(sorted(set(row["checks_failed_b"]) -
                                                               set(row["checks_failed_a"])))]
                       for row in shown], headers=["case", "faith A", "faith B", "pairwise",

@@ -18,6 +18,8 @@ from dataclasses import asdict, is_dataclass
 from datetime import date, datetime
 from typing import Any, Callable, Mapping
 
+from ..fmt import pct
+
 # the Holm family, in this order, and the judge each member needs
 HOLM_FAMILY = ("pairwise", "faithfulness", "coverage", "abstention_answerable",
                "abstention_unanswerable")
@@ -44,11 +46,6 @@ def plain(obj: Any) -> Any:
     if isinstance(obj, (datetime, date)):
         return obj.isoformat()
     return obj
-
-
-def pct(level: float) -> str:
-    """A confidence level as people write it: 0.95 -> '95%', 0.9 -> '90%', 0.98 -> '98%'."""
-    return f"{100 * level:.10g}%"
 
 
 def holm_family(judges) -> list[str]:
@@ -510,3 +507,30 @@ def apply_holm(metrics: dict, family: list[str], alpha: float) -> dict:
             "fixed_from": "the configured judges, before the run",
             "without_data": missing,
             "note": "members without data count as p = 1; confidence intervals are unadjusted"}
+
+
+# --------------------------------------------------------------------------- live-only metrics
+
+def context_precision_recall(retrieved_ids: list[str], relevant_ids: list[str] | None
+                             ) -> tuple[float | None, float | None]:
+    """precision = relevant retrieved / retrieved; recall = relevant retrieved / relevant.
+
+    (None, None) when the question has no relevant ids (excluded from the averages);
+    nothing retrieved gives precision 0 (the system offered no relevant material).
+    """
+    rel = set(relevant_ids or [])
+    if not rel:
+        return None, None
+    got = list(dict.fromkeys(retrieved_ids))
+    hit = sum(1 for c in got if c in rel)
+    precision = hit / len(got) if got else 0.0
+    return precision, hit / len(rel)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear-interpolation percentile (numpy's default), None for no values."""
+    if not values:
+        return None
+    import numpy as np
+
+    return float(np.percentile(np.asarray(values, dtype=float), q))

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from typing import Any, Iterator, NamedTuple
 
 from abtest.errors import UserError
-from abtest.store import IndexStore
+from .bm25 import IndexStore
 from abtest.retrieval.query import parse, positive_terms, word_spans
 
 _CORPUS_KEYS = ("id", "text", "title", "metadata")
@@ -23,66 +22,44 @@ class SearchHit(NamedTuple):
 
 def _corpus_rows(path: str, digest: "hashlib._Hash") -> Iterator[dict[str, Any]]:
     """Validated corpus rows; the first bad row raises a UserError naming its line and field."""
+    from ..jsonl import read_jsonl
+
     seen: dict[str, int] = {}
-    try:
-        fh = open(path, "rb")
-    except FileNotFoundError:
-        raise UserError("corpus file not found", file=path) from None
-    except OSError as exc:
-        raise UserError(f"cannot read the corpus ({exc.strerror})", file=path) from None
-    with fh:
-        for lineno, raw in enumerate(fh, start=1):
-            digest.update(raw)
-            where = f"line {lineno}"
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise UserError(f"not valid UTF-8 (byte {exc.start + 1} of the line); save the "
-                                "corpus as UTF-8", file=path, where=where) from None
-            if lineno == 1:
-                line = line.lstrip("\ufeff")
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserError(f"invalid JSON ({exc.msg} at column {exc.colno})",
-                                file=path, where=where) from None
-            if not isinstance(row, dict):
-                raise UserError(f"expected a JSON object, got {type(row).__name__}",
-                                file=path, where=where)
-            for key in row:
-                if key not in _CORPUS_KEYS:
-                    raise UserError("unknown key (allowed: id, text, title, metadata; put "
-                                    "anything else under metadata)", file=path, where=where,
-                                    field=key)
-            cid = row.get("id")
-            if cid is None:
-                raise UserError("required field is missing", file=path, where=where, field="id")
-            if not isinstance(cid, str) or not cid.strip():
-                raise UserError("must be a non-empty string", file=path, where=where, field="id")
-            if cid != cid.strip():
-                raise UserError("has leading or trailing whitespace", file=path, where=where,
-                                field="id")
-            if cid in seen:
-                raise UserError(f"duplicate id {cid!r} (first on line {seen[cid]})", file=path,
-                                where=where, field="id")
-            seen[cid] = lineno
-            text = row.get("text")
-            if text is None:
-                raise UserError("required field is missing", file=path, where=where, field="text")
-            if not isinstance(text, str):
-                raise UserError("must be a string", file=path, where=where, field="text")
-            if not text.strip():
-                raise UserError("text is empty", file=path, where=where, field="text")
-            title = row.get("title")
-            if title is not None and not isinstance(title, str):
-                raise UserError("must be a string or null", file=path, where=where, field="title")
-            md = row.get("metadata")
-            if md is not None and not isinstance(md, dict):
-                raise UserError("must be a JSON object or null", file=path, where=where,
-                                field="metadata")
-            yield {"id": cid, "text": text, "title": title, "metadata": md}
+    for lineno, row in read_jsonl(path, name="corpus file", on_raw=digest.update,
+                                  utf8_hint="; save the corpus as UTF-8"):
+        where = f"line {lineno}"
+        for key in row:
+            if key not in _CORPUS_KEYS:
+                raise UserError("unknown key (allowed: id, text, title, metadata; put "
+                                "anything else under metadata)", file=path, where=where,
+                                field=key)
+        cid = row.get("id")
+        if cid is None:
+            raise UserError("required field is missing", file=path, where=where, field="id")
+        if not isinstance(cid, str) or not cid.strip():
+            raise UserError("must be a non-empty string", file=path, where=where, field="id")
+        if cid != cid.strip():
+            raise UserError("has leading or trailing whitespace", file=path, where=where,
+                            field="id")
+        if cid in seen:
+            raise UserError(f"duplicate id {cid!r} (first on line {seen[cid]})", file=path,
+                            where=where, field="id")
+        seen[cid] = lineno
+        text = row.get("text")
+        if text is None:
+            raise UserError("required field is missing", file=path, where=where, field="text")
+        if not isinstance(text, str):
+            raise UserError("must be a string", file=path, where=where, field="text")
+        if not text.strip():
+            raise UserError("text is empty", file=path, where=where, field="text")
+        title = row.get("title")
+        if title is not None and not isinstance(title, str):
+            raise UserError("must be a string or null", file=path, where=where, field="title")
+        md = row.get("metadata")
+        if md is not None and not isinstance(md, dict):
+            raise UserError("must be a JSON object or null", file=path, where=where,
+                            field="metadata")
+        yield {"id": cid, "text": text, "title": title, "metadata": md}
     if not seen:
         raise UserError("the corpus has no rows", file=path)
 

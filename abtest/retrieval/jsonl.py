@@ -10,7 +10,6 @@ gets the id `sha1(text)[:12]`. Rows match questions by id, else by exact questio
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Hashable, Sequence
 
@@ -37,31 +36,10 @@ class JsonlRetriever(Retriever):
     def _load(self) -> None:
         if self._rows is not None:
             return
-        try:
-            fh = open(self.path, "rb")
-        except FileNotFoundError:
-            raise UserError("capture file not found", file=self.path) from None
-        rows: list[dict[str, Any]] = []
-        with fh:
-            for lineno, raw in enumerate(fh, start=1):
-                where = f"line {lineno}"
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise UserError(f"not valid UTF-8 (byte {exc.start + 1} of the line)",
-                                    file=self.path, where=where) from None
-                if lineno == 1:
-                    line = line.lstrip("\ufeff")
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise UserError(f"invalid JSON ({exc.msg} at column {exc.colno})",
-                                    file=self.path, where=where) from None
-                if not isinstance(row, dict):
-                    raise UserError("expected a JSON object", file=self.path, where=where)
-                rows.append(self._check(row, lineno))
+        from ..jsonl import read_jsonl
+
+        rows = [self._check(row, lineno)
+                for lineno, row in read_jsonl(self.path, name="capture file")]
         self._rows = rows
         for row in rows:
             if row["id"] is not None:

@@ -1,38 +1,13 @@
-"""`abtest live` and `abtest serve-demo` (registered on the main group by abtest/cli.py).
-
-Only click at module level, so `abtest --help` stays instant.
-"""
+"""`abtest live` (the end-to-end check) and `abtest serve-demo` (a demo assistant)."""
 
 from __future__ import annotations
 
+import os
+import sys
+
 import click
 
-
-def _progress(msg: str) -> None:
-    click.echo(f"abtest: {msg}", err=True)
-
-
-def _config_path(ctx: click.Context):
-    obj = ctx.find_root().obj if ctx.find_root().obj is not None else ctx.obj
-    return (obj or {}).get("config")
-
-
-def _fail(exc) -> None:
-    """Map library errors to docs/DESIGN.md exit codes (also when run outside the main group)."""
-    import os
-    import sys
-
-    from .errors import IncompleteError, UserError
-
-    if os.environ.get("ABTEST_DEBUG") == "1":
-        raise exc
-    if isinstance(exc, UserError):
-        click.echo(f"abtest: error: {exc.line()}", err=True)
-        sys.exit(2)
-    if isinstance(exc, IncompleteError):
-        click.echo(f"abtest: {exc}", err=True)
-        sys.exit(3)
-    raise exc
+from .common import EXIT_INCOMPLETE, config_path, exit_for, progress
 
 
 @click.command("live")
@@ -86,15 +61,14 @@ def live(ctx, golden, a_target, b_target, frozen_run, run_id, resume, a_name, b_
     Prints the run id on stdout (progress on stderr); `abtest report RUN_ID` and
     `abtest gate RUN_ID` then work on it. Exit 3 when a target stops answering.
     """
-    import sys
     from pathlib import Path
 
-    from .config import load_config
-    from .errors import IncompleteError, UserError
-    from .live import LiveIncomplete, TargetOptions, run_live
+    from ..config import load_config
+    from ..errors import IncompleteError, UserError
+    from ..live import LiveIncomplete, TargetOptions, run_live
 
     try:
-        lc = load_config(_config_path(ctx))
+        lc = load_config(config_path(ctx))
         tpl = request_template
         if tpl and tpl.startswith("@"):
             p = Path(tpl[1:])
@@ -112,23 +86,24 @@ def live(ctx, golden, a_target, b_target, frozen_run, run_id, resume, a_name, b_
         res = run_live(lc, golden, a_target, b_target, frozen_run=frozen_run, options=opts,
                        run_id=run_id, resume=resume, a_name=a_name, b_name=b_name,
                        retriever_label=retriever_label, corpus_version=corpus_version,
-                       citation_pattern=citation_pattern, progress=_progress)
+                       citation_pattern=citation_pattern, progress=progress)
     except LiveIncomplete as exc:
         click.echo(exc.run_id)
-        _progress(str(exc))
-        _progress(f"report: abtest report {exc.run_id}; finish later with `abtest live … "
+        progress(str(exc))
+        progress(f"report: abtest report {exc.run_id}; finish later with `abtest live … "
                   f"--run-id {exc.run_id} --resume`")
-        sys.exit(3)
+        sys.exit(EXIT_INCOMPLETE)
     except (UserError, IncompleteError) as exc:
-        _fail(exc)
-        return
-    _progress(f"{res.status}: {res.n_items} answers from {res.n_cases} questions, "
+        if os.environ.get("ABTEST_DEBUG") == "1":
+            raise
+        sys.exit(exit_for(exc))
+    progress(f"{res.status}: {res.n_items} answers from {res.n_cases} questions, "
               f"{res.seconds:.1f} s; report: abtest report {res.run_id}")
     click.echo(res.run_id)
     if res.status != "complete":
-        _progress(f"incomplete: unfinished questions: {', '.join(res.unfinished[:20])}"
+        progress(f"incomplete: unfinished questions: {', '.join(res.unfinished[:20])}"
                   + (f" ({res.judge_errors[0][:120]})" if res.judge_errors else ""))
-        sys.exit(3)
+        sys.exit(EXIT_INCOMPLETE)
 
 
 @click.command("serve-demo")
@@ -146,8 +121,6 @@ def serve_demo(index_path, variant, model, k, port, max_seconds, max_requests):
             "--port", str(port), "--max-seconds", str(max_seconds)]
     if max_requests is not None:
         argv += ["--max-requests", str(max_requests)]
-    import sys
-
-    from .demo_server import main
+    from ..demo_server import main
 
     sys.exit(main(argv))

@@ -14,7 +14,7 @@ import os
 import threading
 from functools import lru_cache
 
-from .errors import UserError
+from ..errors import UserError
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 STABLE_NAME = "smollm2-135m-instruct-q4_1"

@@ -1,37 +1,11 @@
-"""The improvement loop on the command line: golden drafts, suggestions, history, compare.
-
-Thin click commands (parse, call the library, format); only click is imported at
-module level so `abtest --help` stays instant. Registered on the main group with
-`cli.add_command(...)`; errors propagate to the main group, which maps UserError to
-exit 2 and IncompleteError to exit 3.
-"""
+"""The improvement loop: golden drafts, suggestions, history, compare."""
 
 from __future__ import annotations
 
+
 import click
 
-
-def _progress(msg: str) -> None:
-    click.echo(f"abtest: {msg}", err=True)
-
-
-def _config(ctx: click.Context):
-    from .config import load_config
-
-    return load_config((ctx.obj or {}).get("config"))
-
-
-def _read_store(ctx):
-    from .store import Store
-
-    lc = _config(ctx)
-    return lc, Store(lc.store_path, read_only=True, create=False)
-
-
-def _resolve_run(store, run_id: str) -> str:
-    if run_id in ("latest", "last"):
-        return store.latest_run_id() or run_id
-    return run_id
+from .common import load, open_store, progress, resolve_run
 
 
 # --------------------------------------------------------------------------- golden
@@ -58,16 +32,16 @@ def golden_draft(ctx, docs, n, out, seed, corpus_out):
     edge 15%, temporal 10%, each marked draft: true until `abtest golden confirm`."""
     from tabulate import tabulate
 
-    from . import golden as g
-    from .errors import UserError
+    from .. import golden as g
+    from ..errors import UserError
 
-    lc = _config(ctx)
+    lc = load(ctx)
     if n < 1:
         raise UserError("--n must be at least 1", field="n")
     if corpus_out:
         path = g.write_corpus(g.load_docs(docs), corpus_out)
-        _progress(f"wrote the chunks to {path} (abtest index {path})")
-    res = g.draft_golden(lc, docs, out, n=n, seed=seed, progress=_progress)
+        progress(f"wrote the chunks to {path} (abtest index {path})")
+    res = g.draft_golden(lc, docs, out, n=n, seed=seed, progress=progress)
     for w in res.warnings:
         click.echo(f"warning: {w}", err=True)
     rows = [[c, res.targets[c], res.counts[c]] for c in g.CATEGORY_ORDER]
@@ -89,8 +63,8 @@ def golden_draft(ctx, docs, n, out, seed, corpus_out):
 @click.option("--all", "all_items", is_flag=True, help="Confirm every question in the file.")
 def golden_confirm(file, ids, all_items):
     """Mark reviewed questions as confirmed (draft: false)."""
-    from .errors import UserError
-    from .golden import confirm_golden
+    from ..errors import UserError
+    from ..golden import confirm_golden
 
     wanted = [i.strip() for chunk in ids for i in chunk.split(",") if i.strip()]
     if all_items and wanted:
@@ -101,7 +75,7 @@ def golden_confirm(file, ids, all_items):
                   else "")
                + f"; {res['remaining_drafts']} of {res['n']} still draft → {res['path']}")
     if res["confirmed"]:
-        _progress("fixtures captured earlier still carry draft: true; re-capture to drop the label")
+        progress("fixtures captured earlier still carry draft: true; re-capture to drop the label")
 
 
 # --------------------------------------------------------------------------- suggest
@@ -117,15 +91,15 @@ def golden_confirm(file, ids, all_items):
 def suggest(ctx, run_id, variant, out, force, fmt):
     """Ask the judge model for small, surgical prompt edits from the run's report; write
     NAME-suggested.yaml and print the diff. Never replaces a variant."""
-    from .store import Store
-    from .suggest import result_json, suggest_edits
+    from ..store import Store
+    from ..suggest import result_json, suggest_edits
 
-    lc = _config(ctx)
+    lc = load(ctx)
     store = Store(lc.store_path, read_only=False, create=False)
     try:
-        run_id = _resolve_run(store, run_id)
+        run_id = resolve_run(store, run_id)
         res = suggest_edits(lc, store, run_id, variant=variant, out=out, force=force,
-                            progress=_progress)
+                            progress=progress)
     finally:
         store.close()
     if fmt == "json":
@@ -140,9 +114,9 @@ def suggest(ctx, run_id, variant, out, force, fmt):
     for w in res.warnings:
         click.echo(f"warning: {w}", err=True)
     if res.path:
-        _progress(f"wrote {res.path}")
+        progress(f"wrote {res.path}")
     if res.next_step:
-        _progress(res.next_step)
+        progress(res.next_step)
 
 
 # --------------------------------------------------------------------------- history
@@ -154,9 +128,9 @@ def history(ctx, fixture, fmt):
     """Every run: date, fixture hash, variants (name + sha256), models, git commit, headline results."""
     import json
 
-    from .history import history_table, run_history
+    from ..history import history_table, run_history
 
-    lc, store = _read_store(ctx)
+    lc, store = open_store(ctx)
     try:
         rows = run_history(store, fixture)
     finally:
@@ -179,11 +153,11 @@ def compare(ctx, run1, run2, fmt, changed_only):
     """Which cases flipped between two runs on the same fixture (pairwise outcome, B faithfulness)."""
     import json
 
-    from .history import compare_runs, compare_table
+    from ..history import compare_runs, compare_table
 
-    lc, store = _read_store(ctx)
+    lc, store = open_store(ctx)
     try:
-        cmp = compare_runs(store, _resolve_run(store, run1), _resolve_run(store, run2))
+        cmp = compare_runs(store, resolve_run(store, run1), resolve_run(store, run2))
     finally:
         store.close()
     if fmt == "json":

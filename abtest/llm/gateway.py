@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .errors import UserError
-from .models import ModelSpec
+from ..errors import UserError
+from ..models import ModelSpec
 
 _IMPORT_LOCK = threading.Lock()
 _LITELLM = None
@@ -51,7 +51,7 @@ def _import_and_warm() -> None:
     """Import litellm, then let it import what its first call would (~0.3 s of lazy imports)
     before the first real request, so that the first requests are not held up by it."""
     litellm = _litellm()
-    from .gcpause import gc_paused
+    from ..gcpause import gc_paused
 
     # a warm-up only (the real call reports any real problem): a mock response, so no network,
     # no provider, nothing cached or logged by abtest
@@ -70,7 +70,7 @@ def _litellm():
     with _IMPORT_LOCK:
         if _LITELLM is None:
             _setup_env()
-            from .gcpause import gc_paused
+            from ..gcpause import gc_paused
 
             # litellm allocates hundreds of thousands of long-lived objects at import: the cyclic
             # collector re-scanning them costs ~1.2 s during the import and ~1.3 s again at
@@ -230,7 +230,7 @@ def _register_providers() -> None:
     global _LOCAL_REGISTERED
     entries = []
     if not _LOCAL_REGISTERED:
-        from . import local_model
+        from . import embedded as local_model
 
         entries.append({"provider": "local", "custom_handler": _make_handler(local_model.chat)})
         _LOCAL_REGISTERED = True
@@ -587,7 +587,7 @@ def _retry_after(exc: Exception) -> float | None:
 def count_tokens(model: str, messages: list[dict]) -> tuple[int, str]:
     """Prompt tokens for the budget check: the local tokenizer, else litellm's, offline."""
     if model.startswith(LOCAL_PREFIX):
-        from . import local_model
+        from . import embedded as local_model
 
         n = local_model.count_tokens(messages)
         if n is not None:
@@ -628,7 +628,7 @@ def _aux_kwargs(spec: ModelSpec, timeout_s: float) -> dict[str, Any]:
 
 def embed(spec: ModelSpec, texts: list[str], timeout_s: float = 60) -> list[list[float]]:
     """Embeddings through litellm (any provider or a local OpenAI-compatible server)."""
-    from .errors import IncompleteError
+    from ..errors import IncompleteError
 
     litellm = _litellm()
     try:

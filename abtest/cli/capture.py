@@ -1,0 +1,97 @@
+"""Capture and its local retriever: `abtest index`, `abtest search`, `abtest capture`."""
+
+from __future__ import annotations
+
+
+import click
+
+from .common import load, progress
+
+
+# --------------------------------------------------------------------------- retrieval
+@click.command()
+@click.argument("corpus", type=click.Path(dir_okay=False))
+@click.option("--index", "index_path", default=None, help="Index file [results/index.duckdb].")
+@click.pass_context
+def index(ctx, corpus, index_path):
+    """Build the local BM25 index from CORPUS.jsonl ({"id", "text", "title"?, "metadata"?})."""
+    from ..retrieval.index import build_index
+
+    lc = load(ctx)
+    target = index_path or str(lc.resolve("results/index.duckdb"))
+    stats = build_index(corpus, target)
+    click.echo(f"indexed {stats.get('n_chunks', stats.get('chunks', '?'))} chunks → {target}")
+
+
+@click.command()
+@click.argument("index_path", type=click.Path(dir_okay=False))
+@click.argument("query")
+@click.option("--k", default=10, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def search(index_path, query, k, fmt):
+    """Try the local retriever's boolean grammar: AND, OR, NOT, parentheses."""
+    import json
+
+    from ..retrieval.index import search as do_search
+
+    hits = do_search(index_path, query, k)
+    for h in hits:
+        row = h if isinstance(h, dict) else {"id": h[0], "score": h[1], "title": h[2], "snippet": h[3]}
+        if fmt == "json":
+            click.echo(json.dumps(row, ensure_ascii=False))
+        else:
+            click.echo(f"{row['score']:8.3f}  {row['id']}  {(row.get('snippet') or '')[:100]}")
+    if not hits and fmt == "text":
+        click.echo("no matches", err=True)
+
+
+@click.command()
+@click.argument("questions", type=click.Path(dir_okay=False))
+@click.option("--retriever", "spec", required=True,
+              help="local:INDEX | http(s)://URL | python:pkg.mod:fn | jsonl:FILE")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="fixtures/NAME")
+@click.option("--corpus-version", default=None, help="Version label of the corpus [date of today].")
+@click.option("--k", default=5, show_default=True)
+@click.option("--refresh-every-days", default=30, show_default=True)
+@click.option("--force", is_flag=True, help="Replace an existing fixture.")
+@click.option("--keywords-llm", is_flag=True,
+              help="Local retriever: let the judge model extract search keywords.")
+@click.option("--max-chars", type=click.IntRange(min=1), default=None,
+              help="Truncate each captured chunk to this many characters.")
+@click.pass_context
+def capture(ctx, questions, spec, out, corpus_version, k, refresh_every_days, force, keywords_llm,
+            max_chars):
+    """Freeze what retrieval returns for QUESTIONS into a sealed fixture (never during a run)."""
+    from datetime import date
+    from pathlib import Path
+
+    from ..errors import UserError
+    from ..fixtures import capture as do_capture
+    from ..fixtures import load_questions
+    from ..retrieval import get_retriever
+
+    lc = load(ctx)
+    if Path(out).exists() and not force:
+        raise UserError("fixture already exists; pass --force to replace it deliberately", file=out)
+    qs = load_questions(Path(questions))
+    opts = {}
+    if keywords_llm:
+        from ..keywords import llm_keywords_fn
+
+        opts["keywords_fn"] = llm_keywords_fn(lc)
+    if spec.startswith("local:"):
+        from .. import llm
+
+        cfg = lc.config
+        if cfg.embedding is not None:
+            opts["embed_fn"] = lambda texts, s=cfg.embedding: llm.embed(s, texts, cfg.timeout_s)
+            opts["embed_label"] = cfg.embedding.model
+        if cfg.reranker is not None:
+            opts["rerank_fn"] = lambda q, docs, s=cfg.reranker: llm.rerank(s, q, docs, cfg.timeout_s)
+            opts["rerank_label"] = cfg.reranker.model
+    if max_chars:
+        opts["max_chars"] = max_chars
+    retriever = get_retriever(spec, base_dir=Path.cwd(), k=k, **opts)
+    fx = do_capture(qs, retriever, out=out, corpus_version=corpus_version or date.today().isoformat(),
+                    k=k, force=force, refresh_every_days=refresh_every_days, progress=progress)
+    click.echo(f"captured {len(fx.cases)} cases → {fx.path} (cases_sha256 {fx.cases_sha256[:16]}…)")

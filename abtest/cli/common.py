@@ -1,0 +1,112 @@
+"""What every command shares: the config, the store, run references, progress, exit codes.
+
+Only click at module level, so `abtest --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def progress(msg: str) -> None:
+    click.echo(f"abtest: {msg}", err=True)
+
+
+def config_path(ctx: click.Context) -> str | None:
+    """--config, given before or after the subcommand (both land on the root context)."""
+    obj = ctx.find_root().obj
+    return (obj or {}).get("config")
+
+
+def load(ctx: click.Context):
+    from ..config import load_config
+
+    return load_config(config_path(ctx))
+
+
+def open_store(ctx: click.Context, read_only: bool = True):
+    from ..store import Store
+
+    lc = load(ctx)
+    return lc, Store(lc.store_path, read_only=read_only, create=False)
+
+
+def resolve_run(store, ref: str, kind: str | None = None) -> str:
+    from ..runs import resolve_run as resolve
+
+    return resolve(store, ref, kind)
+
+
+def _remember_config(ctx: click.Context, _param, value):
+    if value is not None:
+        root = ctx.find_root()
+        root.ensure_object(dict)
+        root.obj["config"] = value
+    return value
+
+
+def add_config_option(cmd: click.Command) -> None:
+    """Let `--config FILE` follow the subcommand too (`abtest report --config x.yaml latest`)."""
+    if isinstance(cmd, click.Group):
+        for sub in cmd.commands.values():
+            add_config_option(sub)
+        return
+    if any(p.name == "config" for p in cmd.params):
+        return
+    cmd.params.append(click.Option(["--config"], type=click.Path(dir_okay=False), default=None,
+                                   expose_value=False, is_eager=True, callback=_remember_config,
+                                   help="Config file (default: ./abtest.yaml)."))
+
+
+def exit_for(exc: BaseException, ctx: click.Context | None = None) -> int:
+    """Map an error to the exit codes of docs/DESIGN.md, printing one line for it."""
+    from ..errors import IncompleteError, UserError
+
+    if isinstance(exc, KeyboardInterrupt):
+        click.echo("abtest: interrupted; finished work is saved (use --resume)", err=True)
+        return EXIT_INTERRUPTED
+    if isinstance(exc, BrokenPipeError):
+        # the reader went away (`abtest report latest | head`): stop quietly, as a unix tool
+        # does on SIGPIPE; point stdout at /dev/null so the interpreter's final flush is quiet
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 128 + 13
+    if isinstance(exc, UserError):
+        click.echo(f"abtest: error: {exc.line()}", err=True)
+        return EXIT_BAD_INPUT
+    if isinstance(exc, IncompleteError):
+        click.echo(f"abtest: incomplete: {exc}", err=True)
+        return EXIT_INCOMPLETE
+    click.echo(f"abtest: internal error: {type(exc).__name__}: {exc} "
+               "(set ABTEST_DEBUG=1 for a traceback)", err=True)
+    return EXIT_FAIL
+
+
+class MappedErrors:
+    """Invoke with the exit-code mapping, for the main group and for a command run alone."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except (Exception, KeyboardInterrupt) as exc:
+            if os.environ.get("ABTEST_DEBUG") == "1" and not isinstance(exc, KeyboardInterrupt):
+                raise
+            ctx.exit(exit_for(exc, ctx))
+
+
+class Command(MappedErrors, click.Command):
+    pass
+
+
+class Group(MappedErrors, click.Group):
+    pass

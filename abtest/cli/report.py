@@ -1,0 +1,92 @@
+"""`abtest report` and `abtest gate`: the report of a run and the release gate."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .common import load, open_store, progress, resolve_run
+
+
+def _report_for(ctx, run_id):
+    from ..report import build_report
+    from ..runs import check_fixture_unchanged, load_run
+
+    lc, store = open_store(ctx)
+    try:
+        run_id = resolve_run(store, run_id)
+        run = load_run(store, run_id)
+        if run["kind"] == "live":
+            from ..report.live import build_live_report
+
+            return build_live_report(store, run_id)
+        check_fixture_unchanged(run)
+        return build_report(store, run_id)
+    finally:
+        store.close()
+
+
+@click.command()
+@click.argument("run_id")
+@click.option("--format", "fmt", type=click.Choice(["md", "json", "html"]), default="md", show_default=True)
+@click.option("--out", default=None, type=click.Path(dir_okay=False), help="Write here instead of stdout.")
+@click.pass_context
+def report(ctx, run_id, fmt, out):
+    """Paired statistics, the licensed claim (or why not), incidents, backlog. RUN_ID may be 'latest'."""
+    from pathlib import Path
+
+    from ..report import render
+
+    rep = _report_for(ctx, run_id)
+    if rep.get("kind") == "live":
+        from ..report.live import render_live
+
+        text = render_live(rep, fmt)
+    else:
+        text = render(rep, fmt)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text, encoding="utf-8")
+        progress(f"wrote {out}")
+    else:
+        click.echo(text, nl=False)
+
+
+@click.command()
+@click.argument("run_id")
+@click.option("--thresholds", type=click.Path(dir_okay=False), default=None,
+              help="YAML file of gate thresholds (keys of `gates:` in abtest.yaml).")
+@click.pass_context
+def gate(ctx, run_id, thresholds):
+    """Release gate: exit 0 PASS, 1 FAIL, 3 INCOMPLETE."""
+    from pathlib import Path
+
+    from ..gate import evaluate_gate
+
+    rep = _report_for(ctx, run_id)
+    gates = load(ctx).config.gates
+    if thresholds:
+        from pydantic import ValidationError
+
+        from ..config import read_yaml
+        from ..errors import UserError, pydantic_error_line
+        from ..models import Gates
+
+        data = read_yaml(Path(thresholds)) or {}
+        if not isinstance(data, dict):
+            raise UserError("expected a mapping of gate thresholds", file=thresholds)
+        data = data.get("gates", data)
+        try:
+            gates = Gates.model_validate({**gates.model_dump(), **data})
+        except ValidationError as exc:
+            raise pydantic_error_line(exc, file=thresholds) from None
+    g = evaluate_gate(rep, gates)
+    for r in g["rules"]:
+        val = "n/a" if r["value"] is None else f"{r['value']:.3f}"
+        click.echo(f"{r['status']:>14}  {r['name']:<18} {val:>8}  (threshold {r['threshold']})"
+                   + (f"  {r['note']}" if r.get("note") else ""))
+    if g["incidents_b"]:
+        click.echo(f"{'fail':>14}  hallucination incidents in B: {g['incidents_b']}")
+    click.echo(f"{g['decision']}" + (f": {'; '.join(g['reasons'])}" if g["reasons"] else ""))
+    sys.exit(g["exit_code"])

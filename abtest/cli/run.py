@@ -1,0 +1,103 @@
+"""`abtest run` (A against B over a fixture) and `abtest snapshot` (the rendered prompt)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .common import EXIT_INCOMPLETE, load, progress
+
+
+# --------------------------------------------------------------------------- run & report
+@click.command("run")
+@click.option("--fixture", required=True, type=click.Path())
+@click.option("--a", "a_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--b", "b_path", default=None, type=click.Path(dir_okay=False))
+@click.option("--models", default=None,
+              help="Model comparison: run variant A with each of m1,m2,… and print a leaderboard.")
+@click.option("--run-id", default=None)
+@click.option("--resume", is_flag=True, help="Continue an interrupted run; finished calls are not repeated.")
+@click.option("--retry-errors", is_flag=True,
+              help="With --resume: re-attempt the calls that ended in error (never the finished ones).")
+@click.option("--dry-run", is_flag=True, help="Print calls, tokens and cost before spending anything.")
+@click.option("--judge-repeats", type=click.IntRange(0, 10), default=None,
+              help="Re-ask the pairwise judge K times on a seeded sample (test-retest noise).")
+@click.option("--allow-self-judge", is_flag=True,
+              help="Silence the self-judging error (demos); the claim is still withheld.")
+@click.pass_context
+def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, dry_run,
+            judge_repeats, allow_self_judge):
+    """Generate A and B over the fixture's frozen contexts, check, judge; print the run id."""
+    import json
+
+    from ..runner import dry_run as do_dry
+    from ..runner import plan_run, run
+
+    lc = load(ctx)
+    updates = {}
+    if judge_repeats is not None:
+        updates["judge_repeats"] = judge_repeats
+    if allow_self_judge:
+        updates["allow_self_judge"] = True
+    if updates:
+        lc.config = lc.config.model_copy(update=updates)
+    if models:
+        from ..leaderboard import run_models
+
+        board = run_models(lc, fixture, a_path, models.split(","), progress=progress)
+        from tabulate import tabulate
+
+        cols = ["model", "faithfulness", "coverage", "refusal_answerable", "refusal_unanswerable",
+                "pairwise_vs_baseline", "run_id", "status"]
+        click.echo(tabulate([[r.get(c) for c in cols] for r in board["rows"]], headers=cols,
+                            floatfmt=".3f"))
+        click.echo(f"cases that flip between models: {len(board['flipped'])}")
+        for f in board["flipped"][:20]:
+            click.echo(f"  {f['case_id']}: faithful with {', '.join(f['faithful'])}; not with "
+                       f"{', '.join(f['not_faithful'])}")
+        sys.exit(EXIT_INCOMPLETE if any(r["status"] != "complete" for r in board["rows"]) else 0)
+    if b_path is None:
+        from ..errors import UserError
+
+        raise UserError("--b is required (or --models m1,m2 for a model comparison)", field="--b")
+    if dry_run:
+        click.echo(json.dumps(do_dry(lc, plan_run(lc, fixture, a_path, b_path)), indent=2))
+        return
+    gen_models = {lc.config.generator.model}
+    if lc.config.judge.model in gen_models and not lc.config.allow_self_judge:
+        progress(f"error: the judge model is the generator model ({lc.config.judge.model}): "
+                  "self-judging; the run continues but the claim will be withheld "
+                  "(--allow-self-judge or allow_self_judge: true silences this)")
+    if retry_errors and not resume:
+        from ..errors import UserError
+
+        raise UserError("--retry-errors goes with --resume", field="--retry-errors")
+    res = run(lc, fixture, a_path, b_path, run_id=run_id, resume=resume, retry_errors=retry_errors,
+              progress=progress)
+    progress(f"{res.status}: {res.n_cases} cases, {res.provider_calls} provider calls, "
+              f"{res.cache_hits} cache hits, {res.calls_per_case} LLM calls per case, "
+              f"{res.seconds:.1f} s")
+    if res.comparison_kind == "pipeline_change":
+        progress("this is a pipeline change, re-measure end to end; the frozen claim does not apply")
+    click.echo(res.run_id)
+    if res.status != "complete":
+        progress(f"incomplete: unfinished cases: {', '.join(res.unfinished[:20])}"
+                  f"{' …' if len(res.unfinished) > 20 else ''} (fix the cause, then "
+                  f"`abtest run … --run-id {res.run_id} --resume --retry-errors`)")
+        sys.exit(EXIT_INCOMPLETE)
+
+
+@click.command()
+@click.argument("variant", type=click.Path(dir_okay=False))
+@click.option("--fixture", required=True, type=click.Path())
+@click.option("--case", "case_id", default=None, help="Case to render [first case].")
+@click.option("--update", is_flag=True, help="Rewrite the stored snapshot.")
+@click.pass_context
+def snapshot(ctx, variant, fixture, case_id, update):
+    """Compare the exact rendered messages with variants/__snapshots__/ (diff → exit 1)."""
+    from ..snapshots import snapshot as do_snapshot
+
+    code, text = do_snapshot(load(ctx), variant, fixture, case_id=case_id, update=update)
+    click.echo(text, nl=not text.endswith("\n"))
+    sys.exit(code)

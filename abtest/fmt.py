@@ -1,0 +1,46 @@
+"""The one number formatter: every report, status line and claim sentence prints numbers
+the same way, so a value reads the same in Markdown, HTML, the CLI and the JSON's text."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def num(x: Any, nd: int = 3, signed: bool = False, missing: str = "n/a") -> str:
+    """None → `missing`, bools → yes/no, ints as they are, floats to `nd` decimals (a non-zero
+    value too small for them in scientific notation, so it never reads as 0)."""
+    if x is None:
+        return missing
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return f"{x:+d}" if signed else str(x)
+    if not isinstance(x, float) or not math.isfinite(x):
+        return str(x)
+    if 0 < abs(x) < 10 ** -nd:
+        return f"{x:+.1e}" if signed else f"{x:.1e}"
+    return f"{x:+.{nd}f}" if signed else f"{x:.{nd}f}"
+
+
+def signed(x: Any, nd: int = 3) -> str:
+    return num(x, nd, signed=True)
+
+
+def p_value(p: Any, missing: str = "n/a") -> str:
+    """Three decimals, or two significant digits below 0.001 (never '0.000')."""
+    if p is None:
+        return missing
+    return f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
+
+
+def interval(lo: Any, hi: Any, nd: int = 3) -> str:
+    """'[lo, hi]', or 'n/a' when either end is missing."""
+    if lo is None or hi is None:
+        return "n/a"
+    return f"[{num(lo, nd)}, {num(hi, nd)}]"
+
+
+def pct(level: float) -> str:
+    """A confidence level as people write it: 0.95 -> '95%', 0.9 -> '90%', 0.98 -> '98%'."""
+    return f"{100 * level:.10g}%"

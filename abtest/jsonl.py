@@ -1,0 +1,62 @@
+"""The one JSONL reader: line-numbered records, errors that name the file and the line.
+
+Lines are split on "\\n" only (a trailing "\\r" is dropped), as JSON Lines defines them:
+text such as U+2028 or U+0085, which JSON leaves unescaped and `str.splitlines()` would
+break on, stays inside its record. A UTF-8 byte-order mark before the first line is ignored.
+Files are streamed, never held whole.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .errors import UserError
+
+
+def text_lines(path: Path, what: str = "a JSONL file", *, name: str = "file",
+               on_raw: Callable[[bytes], Any] | None = None,
+               utf8_hint: str = "") -> Iterable[tuple[int, str]]:
+    """(line number, text) for each line, blank ones included. `name` says what is missing
+    when the file is; `on_raw` sees each line's bytes as read (e.g. a digest of the file)."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise UserError(f"{name} not found", file=str(path)) from None
+    except IsADirectoryError:
+        raise UserError(f"is a directory, expected {what}", file=str(path)) from None
+    except OSError as exc:
+        raise UserError(f"cannot read it ({exc.strerror or exc})", file=str(path)) from None
+    with f:
+        for n, raw in enumerate(f, start=1):
+            if on_raw is not None:
+                on_raw(raw)
+            if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise UserError(f"not valid UTF-8 (byte {exc.start + 1} of the line){utf8_hint}",
+                                file=str(path), where=f"line {n}") from None
+            yield n, text.rstrip("\n").removesuffix("\r")
+
+
+def json_object(path: Path, n: int, line: str) -> dict:
+    """One line as a JSON object, or a one-line error naming the file, line and column."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"invalid JSON ({exc.msg} at column {exc.colno})", file=str(path),
+                        where=f"line {n}") from None
+    if not isinstance(obj, dict):
+        raise UserError(f"expected a JSON object, got {type(obj).__name__}", file=str(path),
+                        where=f"line {n}")
+    return obj
+
+
+def read_jsonl(path: Path, what: str = "a JSONL file", **kw) -> Iterable[tuple[int, dict]]:
+    """(line number, object) for each non-blank line (`kw` as for `text_lines`)."""
+    for n, line in text_lines(path, what, **kw):
+        if line.strip():
+            yield n, json_object(path, n, line)

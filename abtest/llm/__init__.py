@@ -1,0 +1,10 @@
+"""Everything that talks to a model: the gateway (the only importer of litellm) and the
+embedded default model it serves as the `local/` provider."""
+
+from .gateway import (LOCAL_PREFIX, Gateway, GatewayStats, LLMResult, ModelDriftError,
+                      call_hash, canonical_hash, check_credentials, count_tokens, embed,
+                      estimate_cost, preload, register_scripted_provider, rerank)
+
+__all__ = ["LOCAL_PREFIX", "Gateway", "GatewayStats", "LLMResult", "ModelDriftError", "call_hash",
+           "canonical_hash", "check_credentials", "count_tokens", "embed", "estimate_cost",
+           "preload", "register_scripted_provider", "rerank"]

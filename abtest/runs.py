@@ -1,0 +1,108 @@
+"""A stored run, loaded for everything that reads one (report, review, live, history).
+
+It sits below report and review so neither imports the other for it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+
+
+def load_run(store, run_id: str) -> dict:
+    run = store.get_run(run_id)
+    if run is None:
+        known = [r["run_id"] for r in store.list_runs()][-5:]
+        hint = f" (recent: {', '.join(known)})" if known else ""
+        raise UserError(f"no run {run_id!r} in the store{hint}", file=str(store.path))
+    return run
+
+
+def resolve_run(store, ref: str, kind: str | None = None) -> str:
+    """A run named by id, by a unique id prefix, or as `latest` (the newest run, of `kind`
+    when given); a ref that matches nothing is returned as it is, for `load_run` to refuse."""
+    if ref in ("latest", "last"):
+        rid = store.latest_run_id(kind)
+        if rid is None:
+            raise UserError(f"no {kind + ' ' if kind else ''}runs in the store yet; start one "
+                            "with `abtest run`", file=str(store.path))
+        return rid
+    if not ref or store.get_run(ref) is not None:
+        return ref
+    found = store.run_ids_starting(ref)
+    if len(found) > 1:
+        raise UserError(f"run id prefix {ref!r} is ambiguous: {', '.join(found[:4])}"
+                        + (" …" if len(found) > 4 else ""), file=str(store.path))
+    return found[0] if found else ref
+
+
+def check_fixture_unchanged(run: dict) -> None:
+    """A re-reported run whose fixture changed on disk is refused."""
+    from pathlib import Path
+
+    from .fixtures import sha256_bytes
+
+    p = Path(run["fixture_path"] or "")
+    if run["kind"] != "frozen" or not (p / "cases.jsonl").exists():
+        return
+    if sha256_bytes((p / "cases.jsonl").read_bytes()) != run["fixture_sha256"]:
+        raise UserError(f"fixture changed since run {run['run_id']} (cases_sha256 "
+                        f"{run['fixture_sha256'][:12]}…); the stored "
+                        "results no longer describe it", file=str(p))
+
+
+def run_config(run: dict):
+    from .models import Config
+
+    try:
+        return Config.model_validate(json.loads(run.get("config_json") or "{}"))
+    except Exception:
+        return Config()
+
+
+def verified_cases(run: dict) -> dict[str, Any]:
+    """The run's cases, verified: reviewers must see the contexts the judges saw, so a fixture
+    edited, or re-captured at the same path, since the run is refused."""
+    from .fixtures import load_fixture
+
+    raw = run.get("fixture_path")
+    p = Path(raw or "")
+    if not raw or not p.exists():
+        raise UserError("fixture not found; the review pack shows each case's question and "
+                        "retrieved context from it", file=str(raw or "(no fixture path recorded)"))
+    fx = load_fixture(p)
+    want = run.get("fixture_sha256")
+    if want and fx.cases_sha256 != want:
+        raise UserError(f"fixture changed since run {run['run_id']} (cases sha256 {want[:12]}… "
+                        f"then, {fx.cases_sha256[:12]}… now); the review pack must show the "
+                        "contexts the judges saw: restore that version of the fixture",
+                        file=str(p / "manifest.json"))
+    return {c.id: c for c in fx.cases}
+
+
+def pairwise_verdicts(store, run_id: str) -> dict[str, tuple[str | None, str | None]]:
+    by: dict[str, dict[str, str | None]] = defaultdict(dict)
+    for j in store.judgments(run_id, judge="pairwise"):
+        if j["sample"] == 0 and j["subject"] in ("AB", "BA"):
+            by[j["case_id"]][j["subject"]] = None if j["error"] else j["verdict"]
+    return {cid: (d.get("AB"), d.get("BA")) for cid, d in by.items() if "AB" in d and "BA" in d}
+
+
+def finished_cases(store, run_id: str) -> set[str]:
+    """Cases the report scores: both answers generated and no generation/judge error."""
+    gens = store.generations(run_id, exclude=("messages_json",))
+    have: dict[str, set[str]] = defaultdict(set)
+    bad: set[str] = set()
+    for g in gens:
+        have[g["case_id"]].add(g["variant"])
+        if g["error"]:
+            bad.add(g["case_id"])
+    for j in store.judgments(run_id):
+        if j["sample"] == 0 and j["error"]:
+            bad.add(j["case_id"])
+    return {cid for cid, vs in have.items() if {"A", "B"} <= vs and cid not in bad}
+

@@ -1,0 +1,8 @@
+"""The results store: the only SQL over abtest's results (runs, answers, judgments, labels).
+
+`results` is the API, `migrations` the schema, `writer` the one writing thread.
+"""
+
+from .results import Store
+
+__all__ = ["Store"]

@@ -1,0 +1,428 @@
+"""The results API: every run, generation, check, judgment, claim and label, read and written.
+
+DuckDB, one writer process at a time. Every row is written as soon as it exists, so a crash
+or kill -9 loses nothing finished. Writes go through the writer thread (`writer`), the schema
+through `migrations`; this module is the only place with SQL over results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from . import migrations
+from .migrations import MIGRATIONS
+from .writer import CATALOG, GroupCommit, ReadGate, WriteOp, connect
+
+def _now():
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+
+
+def _star(exclude: Iterable[str] = (), columns: Iterable[str] | None = None) -> str:
+    """`*`, `* EXCLUDE (…)` or the named columns: each column read costs (DuckDB → Python),
+    a wide text column most of a read."""
+    cols, keep = list(exclude), None if columns is None else list(columns)
+    bad = [c for c in cols + (keep or []) if not c.isidentifier()]
+    if bad:
+        raise ValueError(f"not a column name: {bad[0]!r}")
+    if keep is not None:
+        if cols or not keep:
+            raise ValueError("name the columns to read, or those to leave out, not both")
+        return ", ".join(keep)
+    return f"* EXCLUDE ({', '.join(cols)})" if cols else "*"
+
+
+class Store:
+    """A thread-safe handle on one DuckDB file (one writer process).
+
+    Reads run on a cursor per thread (DuckDB's MVCC lets them proceed beside writes); writes
+    go through one group-commit thread.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, read_only: bool = False, create: bool = True):
+        import duckdb
+
+        self.path = Path(path)
+        if not self.path.exists():
+            if read_only or not create:
+                raise UserError("results store not found (run `abtest run` first)", file=str(self.path))
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.con = connect(self.path, read_only)
+        except duckdb.IOException as exc:
+            msg = str(exc)
+            if "lock" in msg.lower():
+                raise UserError("results store is in use by another abtest process (one writer at a "
+                                "time); wait for it to finish", file=str(self.path)) from None
+            raise UserError(f"cannot open results store: {msg.splitlines()[0]}",
+                            file=str(self.path)) from None
+        except duckdb.Error as exc:
+            raise UserError(f"not a valid results store: {str(exc).splitlines()[0]}",
+                            file=str(self.path)) from None
+        self.lock = threading.RLock()
+        self._local = threading.local()
+        self._cursors: list = []
+        self._writer: GroupCommit | None = None
+        self._gate = ReadGate()
+        if not read_only:
+            self._migrate()
+            self._writer = GroupCommit(self.con, self._gate)
+        else:
+            self._check_schema()
+
+    # -- lifecycle -------------------------------------------------------
+    def _migrate(self) -> None:
+        with self.lock:
+            self.con.execute("CREATE TABLE IF NOT EXISTS _abtest_migrations "
+                             "(name VARCHAR PRIMARY KEY, applied_at TIMESTAMP)")
+            done = {r[0] for r in self.con.execute("SELECT name FROM _abtest_migrations").fetchall()}
+            for name, fn in MIGRATIONS:
+                if name in done:
+                    continue
+                self.con.execute("BEGIN TRANSACTION")
+                try:
+                    fn(self.con)
+                    self.con.execute("INSERT INTO _abtest_migrations VALUES (?, ?)", [name, _now()])
+                    self.con.execute("COMMIT")
+                except Exception:
+                    self.con.execute("ROLLBACK")
+                    raise
+
+    def _check_schema(self) -> None:
+        try:
+            self.con.execute("SELECT count(*) FROM _abtest_migrations").fetchone()
+        except Exception:
+            raise UserError("not an abtest results store", file=str(self.path)) from None
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        with self.lock:
+            for cur in self._cursors:
+                try:
+                    cur.close()
+                except Exception:
+                    pass
+            self._cursors.clear()
+            self.con.close()
+
+    def _cursor(self):
+        cur = getattr(self._local, "cursor", None)
+        if cur is None:
+            with self.lock:
+                cur = self.con.cursor()
+                cur.execute(f"USE {CATALOG}")  # a cursor starts in the in-memory catalog
+                self._cursors.append(cur)
+            self._local.cursor = cur
+        return cur
+
+    def _write(self, ops: list) -> None:
+        """Apply ops (see WriteOp) in one committed transaction, batched with concurrent writes."""
+        if self._writer is None:
+            raise UserError("results store is open read-only", file=str(self.path))
+        self._writer.run(ops)
+
+    _KEYS = {"generations": ("run_id", "case_id", "variant"), "response_cache": ("hash_key",),
+             "judgments": ("run_id", "case_id", "judge", "subject", "sample"),
+             "checks": ("run_id", "case_id", "variant", "name"),
+             "live_items": ("run_id", "case_id", "variant"),
+             "review_items": ("run_id", "item_id"), "human_labels": ("run_id", "item_id", "reviewer")}
+
+    def _op(self, table: str, row: dict[str, Any], *, replace: bool = False,
+            ignore: bool = False) -> WriteOp:
+        cols = list(row)
+        sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+        if not (replace or ignore):
+            return WriteOp(sql, [row[c] for c in cols])
+        key = self._KEYS[table]
+        where = " AND ".join(f"{k} = ?" for k in key)
+        kv = [row[k] for k in key]
+        if replace:
+            return WriteOp(sql, [row[c] for c in cols], key=(f"DELETE FROM {table} WHERE {where}", kv))
+        return WriteOp(sql, [row[c] for c in cols], ignore=(f"SELECT 1 FROM {table} WHERE {where}", kv))
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- generic helpers -------------------------------------------------
+    def _insert(self, table: str, row: dict[str, Any], *, replace: bool = False,
+                ignore: bool = False) -> None:
+        self._write([self._op(table, row, replace=replace, ignore=ignore)])
+
+    def _rows(self, sql: str, params: Iterable = ()) -> list[dict[str, Any]]:
+        with self._gate.read():
+            cur = self._cursor().execute(sql, list(params))
+            names = [d[0] for d in cur.description]
+            rows = cur.fetchall()
+        return [dict(zip(names, r)) for r in rows]
+
+    def bulk_insert(self, table: str, rows: list[dict[str, Any]]) -> None:
+        """Many rows of one table in one transaction (imports, synthetic benchmarks)."""
+        if not rows:
+            return
+        if table not in self.RUN_TABLES:
+            raise ValueError(f"not a run table: {table}")
+        cols = list(rows[0])
+        self._write([self._op(table, {c: r.get(c) for c in cols}) for r in rows])
+
+    def query(self, sql: str, params: Iterable = ()) -> list[dict[str, Any]]:
+        """Read-only SQL for users and the export command."""
+        return self._rows(sql, params)
+
+    # -- runs ------------------------------------------------------------
+    def create_run(self, row: dict[str, Any]) -> None:
+        row = dict(row)
+        row.setdefault("created_at", _now())
+        row.setdefault("status", "running")
+        self._insert("runs", row)
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        rows = self._rows("SELECT * FROM runs WHERE run_id = ?", [run_id])
+        return rows[0] if rows else None
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        values = [*fields.values(), run_id]
+        self._write([lambda con: con.execute(f"UPDATE runs SET {sets} WHERE run_id = ?", values)])
+
+    def list_runs(self, fixture_sha256: str | None = None) -> list[dict[str, Any]]:
+        if fixture_sha256:
+            return self._rows("SELECT * FROM runs WHERE fixture_sha256 = ? ORDER BY created_at",
+                              [fixture_sha256])
+        return self._rows("SELECT * FROM runs ORDER BY created_at")
+
+    def latest_run_id(self, kind: str | None = None) -> str | None:
+        where, args = ("WHERE kind = ? ", [kind]) if kind else ("", [])
+        rows = self._rows(f"SELECT run_id FROM runs {where}ORDER BY created_at DESC LIMIT 1", args)
+        return rows[0]["run_id"] if rows else None
+
+    def run_ids_starting(self, prefix: str, limit: int = 5) -> list[str]:
+        rows = self._rows("SELECT run_id FROM runs WHERE starts_with(run_id, ?) "
+                          "ORDER BY created_at DESC LIMIT ?", [prefix, limit])
+        return [r["run_id"] for r in rows]
+
+    # -- generations, checks, judgments, claims ---------------------------
+    def put_generation(self, row: dict[str, Any]) -> None:
+        self.put_generations([row], [])
+
+    def put_generations(self, rows: list[dict[str, Any]],
+                        checks: list[tuple[str, str, str, list[dict]]]) -> None:
+        """A case's generations and their check results in one committed write."""
+        ops = []
+        for row in rows:
+            row = dict(row)
+            row.setdefault("created_at", _now())
+            ops.append(self._op("generations", row, replace=True))
+        written = {(r["run_id"], r["case_id"], r["variant"]) for r in rows}
+        for run_id, case_id, variant, results in checks:
+            if (run_id, case_id, variant) not in written:  # no generation key guards these
+                ops.append(self._clear_checks(run_id, case_id, variant))
+            ops.extend(self._check_ops(run_id, case_id, variant, results))
+        self._write(ops)
+
+    def generations(self, run_id: str, *, exclude: Iterable[str] = (),
+                    columns: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """A run's generations; exclude=("messages_json",) leaves out the rendered prompts,
+        which hold every case's context: most of a run's bytes, needed by few readers.
+        columns= reads only those named."""
+        return self._rows(f"SELECT {_star(exclude, columns)} FROM generations WHERE run_id = ? "
+                          "ORDER BY case_id, variant", [run_id])
+
+    def prompt_pair(self, run_id: str) -> tuple[str, str, str] | None:
+        """(case_id, A's messages_json, B's) for the first case with both prompts stored."""
+        rows = self._rows(
+            "SELECT a.case_id, a.messages_json AS a, b.messages_json AS b FROM generations a "
+            "JOIN generations b ON b.run_id = a.run_id AND b.case_id = a.case_id AND b.variant = 'B' "
+            "WHERE a.run_id = ? AND a.variant = 'A' AND coalesce(a.messages_json, '') <> '' "
+            "AND coalesce(b.messages_json, '') <> '' ORDER BY a.case_id LIMIT 1", [run_id])
+        return (rows[0]["case_id"], rows[0]["a"], rows[0]["b"]) if rows else None
+
+    def put_checks(self, run_id: str, case_id: str, variant: str, results: list[dict]) -> None:
+        """A variant's check results alone (live runs), replacing any earlier ones."""
+        self._write([self._clear_checks(run_id, case_id, variant),
+                     *self._check_ops(run_id, case_id, variant, results)])
+
+    @staticmethod
+    def _clear_checks(run_id: str, case_id: str, variant: str) -> Callable:
+        def clear(con):  # no key on checks (m003): an earlier attempt's rows go first
+            con.execute("DELETE FROM checks WHERE run_id = ? AND case_id = ? AND variant = ?",
+                        [run_id, case_id, variant])
+        return clear
+
+    def _check_ops(self, run_id: str, case_id: str, variant: str, results: list[dict]) -> list:
+        # a variant's checks are the same names on every attempt (a resumed run refuses a
+        # changed variant), so replacing row by row leaves nothing stale. checks has no key
+        # (m003): in put_generations the generation's key makes a re-write fail the fast
+        # path, and the slow path runs each row's DELETE before its INSERT.
+        return [self._op("checks", {
+            "run_id": run_id, "case_id": case_id, "variant": variant, "name": r["name"],
+            "passed": r["passed"], "detail": r.get("detail"),
+            "data_json": json.dumps(r.get("data") or {}, sort_keys=True)}, replace=True)
+            for r in results]
+
+    def checks(self, run_id: str, *, columns: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        return self._rows(f"SELECT {_star((), columns)} FROM checks WHERE run_id = ? "
+                          "ORDER BY case_id, variant, name", [run_id])
+
+    def put_judgment(self, row: dict[str, Any], claims: list[dict] | None = None) -> None:
+        """A judgment and its claims land together or not at all."""
+        row = dict(row)
+        row.setdefault("created_at", _now())
+        row.setdefault("sample", 0)
+        ops: list = [self._op("judgments", row, replace=True)]
+        if claims is not None:
+            key = [row["run_id"], row["case_id"], row["subject"]]
+            delete = ("DELETE FROM claims WHERE run_id=? AND case_id=? AND variant=?", key)
+            if not claims:  # nothing to insert, so nothing would reveal an earlier set: delete
+                ops.append(lambda con: con.execute(*delete))
+            for i, c in enumerate(claims):
+                # claim 0 exists whenever an earlier set does: that conflict sends the write to
+                # the slow path, where the earlier set is deleted first
+                ops.append(WriteOp("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               [*key, i, c.get("claim"), c.get("verdict"), c.get("chunk_id")],
+                               key=delete if i == 0 else None))
+        self._write(ops)
+
+    def judgments(self, run_id: str, judge: str | None = None, *, exclude: Iterable[str] = (),
+                  columns: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """A run's judgments (of one judge); exclude names columns not to read (rationales),
+        or columns names the only ones to read."""
+        sel = _star(exclude, columns)
+        if judge:
+            return self._rows(f"SELECT {sel} FROM judgments WHERE run_id = ? AND judge = ? "
+                              "ORDER BY case_id, subject, sample", [run_id, judge])
+        return self._rows(f"SELECT {sel} FROM judgments WHERE run_id = ? "
+                          "ORDER BY case_id, judge, subject, sample", [run_id])
+
+    def claims(self, run_id: str) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM claims WHERE run_id = ? ORDER BY case_id, variant, idx",
+                          [run_id])
+
+    # -- llm calls and the response cache --------------------------------
+    def cached_response(self, call_hash: str) -> dict[str, Any] | None:
+        # the key alone in SQL: DuckDB takes its index for one equality, not for two
+        rows = self._rows("SELECT * EXCLUDE (hash_key) FROM response_cache WHERE hash_key = ?",
+                          [migrations.cache_key(call_hash)])
+        return next((r for r in rows if r["call_hash"] == call_hash), None)
+
+    def put_cache(self, row: dict[str, Any]) -> None:
+        self._write([self._cache_op(row)])
+
+    def _cache_op(self, row: dict[str, Any]) -> WriteOp:
+        row = {**row, "hash_key": migrations.cache_key(row["call_hash"])}
+        row.setdefault("created_at", _now())
+        return self._op("response_cache", row, ignore=True)  # same key: the first writer wins
+
+    def log_call(self, row: dict[str, Any], cache: dict[str, Any] | None = None) -> None:
+        """A call's log row, and its response for the cache when it succeeded, in one write."""
+        row = dict(row)
+        row.setdefault("created_at", _now())
+        ops = [self._op("llm_calls", row)]
+        if cache is not None:
+            ops.insert(0, self._cache_op(cache))
+        self._write(ops)
+
+    def count_first_attempts(self, run_id: str) -> int:
+        """LLM calls of a run, retries not counted (cache hits are attempt 0)."""
+        return self._rows("SELECT count(*) AS n FROM llm_calls WHERE run_id = ? AND attempt IN (0, 1)",
+                          [run_id])[0]["n"]
+
+    def errored_case_ids(self, run_id: str) -> set[str]:
+        rows = self._rows("SELECT case_id FROM generations WHERE run_id = ? AND error IS NOT NULL "
+                          "UNION SELECT case_id FROM judgments WHERE run_id = ? AND error IS NOT NULL",
+                          [run_id, run_id])
+        return {r["case_id"] for r in rows}
+
+    def llm_calls(self, run_id: str) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM llm_calls WHERE run_id = ? ORDER BY id", [run_id])
+
+    def call_summary(self, run_id: str) -> dict[str, Any]:
+        rows = self._rows(
+            "SELECT purpose, count(*) FILTER (WHERE NOT cached) AS provider_attempts, "
+            "count(*) FILTER (WHERE cached) AS cache_hits, "
+            "count(*) FILTER (WHERE error IS NOT NULL) AS errors, "
+            "sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens, "
+            "sum(cost) AS cost FROM llm_calls WHERE run_id = ? GROUP BY purpose ORDER BY purpose",
+            [run_id])
+        return {r["purpose"]: r for r in rows}
+
+    def resolved_models(self, run_id: str) -> dict[str, list[str]]:
+        rows = self._rows(
+            "SELECT DISTINCT model_requested, model_resolved, system_fingerprint FROM llm_calls "
+            "WHERE run_id = ? AND error IS NULL ORDER BY 1, 2, 3", [run_id])
+        out: dict[str, list[str]] = {}
+        for r in rows:
+            out.setdefault(r["model_requested"], [])
+            label = r["model_resolved"] or "?"
+            if r["system_fingerprint"]:
+                label += f" ({r['system_fingerprint']})"
+            if label not in out[r["model_requested"]]:
+                out[r["model_requested"]].append(label)
+        return out
+
+    # -- human review -----------------------------------------------------
+    def _upsert_many(self, table: str, rows: list[dict[str, Any]]) -> None:
+        """All rows or none (labels are imported all-or-nothing)."""
+        ops = []
+        for r in rows:
+            r = dict(r)
+            r.setdefault("created_at", _now())
+            ops.append(self._op(table, r, replace=True))
+        self._write(ops)
+
+    def put_review_items(self, rows: list[dict[str, Any]]) -> None:
+        self._upsert_many("review_items", rows)
+
+    def review_items(self, run_id: str) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM review_items WHERE run_id = ? ORDER BY item_id", [run_id])
+
+    def put_human_labels(self, rows: list[dict[str, Any]]) -> None:
+        self._upsert_many("human_labels", rows)
+
+    def human_labels(self, run_id: str) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM human_labels WHERE run_id = ? ORDER BY item_id", [run_id])
+
+    # -- export -------------------------------------------------------------
+    RUN_TABLES = ("runs", "generations", "llm_calls", "checks", "judgments", "claims",
+                  "human_labels", "review_items")
+
+    def export_run(self, run_id: str, out_dir: Path, fmt: str) -> list[Path]:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        written = []
+        opts = {"parquet": "(FORMAT parquet)", "csv": "(FORMAT csv, HEADER)",
+                "jsonl": "(FORMAT json)"}[fmt]
+        for t in self.RUN_TABLES:
+            target = out_dir / f"{t}.{fmt}"
+            esc = str(target).replace("'", "''")
+            with self._gate.read():
+                self._cursor().execute(f"COPY (SELECT * FROM {t} WHERE run_id = ?) TO '{esc}' "
+                                       f"{opts}", [run_id])
+            written.append(target)
+        return written
+
+    # -- live runs (issue #8: `abtest live`; table from m002_live) --------------------------
+    RUN_TABLES = RUN_TABLES + ("live_items",)
+
+    def put_live_item(self, row: dict[str, Any]) -> None:
+        """One answer (or error) of a live target; replaces an earlier attempt at the item."""
+        row = dict(row)
+        row.setdefault("created_at", _now())
+        self._insert("live_items", row, replace=True)
+
+    def live_items(self, run_id: str) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM live_items WHERE run_id = ? ORDER BY idx, case_id, variant",
+                          [run_id])
+    # -- end live runs ----------------------------------------------------------------------
