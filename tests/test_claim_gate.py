@@ -1063,6 +1063,13 @@ def test_binary_counts_rates_and_strict_margins():
     assert binary("a", a, b, ids, 0.05, margin=ci90.ci_high + 1e-9)["noninferiority"]["holds"]
     empty = binary("a", {}, {}, [], 0.05, margin=0.05)
     assert empty["noninferiority"]["holds"] is False and empty["significant"] is False
+    # the CI's level is part of the JSON contract, and a table without discordant pairs says so
+    assert m["conf_level"] == pytest.approx(0.95) and "note" not in m
+    assert binary("a", a, b, ids, 0.01)["conf_level"] == pytest.approx(0.99)
+    same = {c: c in ("1", "2") for c in ids}
+    assert binary("a", same, dict(same), ids, 0.05)["note"] == "no discordant pairs"
+    balanced = binary("a", {c: c == "2" for c in ids}, {c: c == "1" for c in ids}, ids, 0.05)
+    assert "note" not in balanced and balanced["table"]["b_only"] == balanced["table"]["a_only"] == 1
 
 
 def test_pairwise_diagnostics_by_hand():
