@@ -1063,6 +1063,13 @@ def test_binary_counts_rates_and_strict_margins():
     assert binary("a", a, b, ids, 0.05, margin=ci90.ci_high + 1e-9)["noninferiority"]["holds"]
     empty = binary("a", {}, {}, [], 0.05, margin=0.05)
     assert empty["noninferiority"]["holds"] is False and empty["significant"] is False
+    # the CI's level is part of the JSON contract, and a table without discordant pairs says so
+    assert m["conf_level"] == pytest.approx(0.95) and "note" not in m
+    assert binary("a", a, b, ids, 0.01)["conf_level"] == pytest.approx(0.99)
+    same = {c: c in ("1", "2") for c in ids}
+    assert binary("a", same, dict(same), ids, 0.05)["note"] == "no discordant pairs"
+    balanced = binary("a", {c: c == "2" for c in ids}, {c: c == "1" for c in ids}, ids, 0.05)
+    assert "note" not in balanced and balanced["table"]["b_only"] == balanced["table"]["a_only"] == 1
 
 
 def test_pairwise_diagnostics_by_hand():
@@ -1182,3 +1189,25 @@ def test_bound_and_margins_at_their_exact_boundaries():
     # first-position wins counted per order: A-first says A, B-first says B
     m, _ = pairwise(["1", "2", "3"], ["A", "B", "A"], ["B", "B", "tie"], [1] * 3, [1] * 3, 0.05)
     assert m["first_position_win_rate"] == pytest.approx(4 / 5)  # A, A; B, B of 5 decided
+
+
+def test_length_caveat_needs_a_favoured_side_that_was_longer_more_often():
+    """Ties are nobody's: equal wins favour no side, and a side longer in as many pairs as it
+    was shorter was not 'the longer one'; lengths within 5 % (of at least 1) are equal."""
+    from abtest.report.metrics import length_bias
+
+    # 2 B wins, 2 A wins, B shorter in all four (unseparable): no side is favoured, no caveat
+    lb = length_bias(["B", "B", "A", "A"], [200] * 4, [100] * 4, 0.05)
+    assert lb["caveat"] is None and lb["b_shorter"] == 4
+    # B wins 3 of 4, longer in 2 pairs and shorter in 2: not the longer side, no caveat
+    lb = length_bias(["B", "B", "B", "A"], [100, 100, 300, 300], [200, 200, 200, 200], 0.05)
+    assert (lb["b_longer"], lb["b_shorter"]) == (2, 2) and lb["caveat"] is None
+    # A wins 3 of 4, A longer in 2 and shorter in 2: no caveat either
+    lb = length_bias(["A", "A", "A", "B"], [100, 100, 300, 300], [200, 200, 200, 200], 0.05)
+    assert lb["caveat"] is None
+    # B longer in every pair and winning: the caveat names B
+    lb = length_bias(["B", "B", "B", "A"], [100] * 4, [200] * 4, 0.05)
+    assert lb["caveat"].startswith("B's preference cannot be separated from answer length")
+    # lengths under one unit: the tolerance is 5 % of 1, so 0.08 apart is longer, 0.04 is not
+    lb = length_bias(["B"] * 4, [0.0] * 4, [0.08, 0.08, 0.04, 0.04], 0.05)
+    assert (lb["b_longer"], lb["equal_length"]) == (2, 2)
