@@ -178,3 +178,18 @@ def test_hallucinating_b_is_an_incident_and_fails_the_gate(world):
     assert inc_b[0]["unsupported"] == [{"claim": "Fact 3 is false.", "verdict": "not_in_context"}]
     assert code2 == 1 and rep2["gate"]["decision"] == "FAIL" and rep2["gate"]["incidents_b"] == 1
     assert "1 hallucination incident(s) in B" in " ".join(rep2["gate"]["reasons"])
+
+
+@pytest.mark.parametrize("variant", ["A", "B"])
+def test_a_case_missing_either_answer_is_unfinished(world, variant):
+    """However the store lost it, a case without one variant's answer is never scored."""
+    import duckdb
+
+    rep, _ = _run()
+    assert rep["status"] == "complete" and "a05" not in rep["unfinished_cases"]
+    con = duckdb.connect("results/abtest.duckdb")
+    con.execute("DELETE FROM generations WHERE case_id = 'a05' AND variant = ?", [variant])
+    con.close()
+    rep2 = json.loads(CliRunner().invoke(cli, ["report", "latest", "--format", "json"]).stdout)
+    assert rep2["status"] == "incomplete" and rep2["unfinished_cases"] == ["a05"]
+    assert rep2["metrics"] == {} and not rep2["claim"]["licensed"]
