@@ -452,3 +452,17 @@ def test_defaults_and_input_checks():
     dz = TTestPower().solve_power(effect_size=None, nobs=50, alpha=0.05, power=0.8)
     assert S.mde_paired_t(50).d_z == pytest.approx(abs(float(np.ravel(dz)[0])))
     assert S.tango_ci(4, 9, 3, 16).conf_level == 0.95
+
+
+def test_kappa_interval_stays_inside_minus_one_to_one():
+    """A small sample's Wald interval runs past ±1; kappa's scale ends there."""
+    from statsmodels.stats.inter_rater import cohens_kappa
+
+    near_one = [[9, 1], [0, 1]]
+    raw = cohens_kappa(np.asarray(near_one, float))
+    assert raw.kappa + 1.959963984540054 * raw.std_kappa > 1  # the unclipped limit
+    assert S.cohen_kappa_table(near_one).ci_high == 1.0
+    near_minus_one = [[0, 4], [5, 1]]
+    raw = cohens_kappa(np.asarray(near_minus_one, float))
+    assert raw.kappa - 1.959963984540054 * raw.std_kappa < -1
+    assert S.cohen_kappa_table(near_minus_one).ci_low == -1.0

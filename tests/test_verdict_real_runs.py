@@ -185,11 +185,32 @@ def test_a_case_missing_either_answer_is_unfinished(world, variant):
     """However the store lost it, a case without one variant's answer is never scored."""
     import duckdb
 
-    rep, _ = _run()
+    import csv
+
+    r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                                 "--b", "variants/b.yaml", "--judge-repeats", "1"])
+    assert r.exit_code == 0, r.stderr
+    rep = json.loads(CliRunner().invoke(cli, ["report", "latest", "--format", "json"]).stdout)
     assert rep["status"] == "complete" and "a05" not in rep["unfinished_cases"]
+    assert rep["judge_noise"]["n_comparisons"] > 0
+    # human labels, so a complete report shows prediction-powered estimates
+    assert CliRunner().invoke(cli, ["review", "export", "latest", "--n", "5", "--out",
+                                    "pack"]).exit_code == 0
+    rows = list(csv.DictReader(open("pack/labels.csv", encoding="utf-8")))
+    for r in rows:
+        r["label"] = r["allowed_labels"].split("|")[0]
+    with open("labels.csv", "w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert CliRunner().invoke(cli, ["review", "import", "latest", "labels.csv"]).exit_code == 0
+    rep = json.loads(CliRunner().invoke(cli, ["report", "latest", "--format", "json"]).stdout)
+    assert rep["ppi"] and rep["metrics"]
     con = duckdb.connect("results/abtest.duckdb")
     con.execute("DELETE FROM generations WHERE case_id = 'a05' AND variant = ?", [variant])
     con.close()
     rep2 = json.loads(CliRunner().invoke(cli, ["report", "latest", "--format", "json"]).stdout)
     assert rep2["status"] == "incomplete" and rep2["unfinished_cases"] == ["a05"]
     assert rep2["metrics"] == {} and not rep2["claim"]["licensed"]
+    # nothing is estimated for an incomplete run: no PPI, no judge-noise estimate
+    assert "ppi" not in rep2 and rep2["judge_noise"] is None
