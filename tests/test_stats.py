@@ -466,3 +466,9 @@ def test_kappa_interval_stays_inside_minus_one_to_one():
     raw = cohens_kappa(np.asarray(near_minus_one, float))
     assert raw.kappa - 1.959963984540054 * raw.std_kappa < -1
     assert S.cohen_kappa_table(near_minus_one).ci_low == -1.0
+
+
+def test_paired_t_with_two_pairs_is_a_test_with_one_degree_of_freedom():
+    r = S.paired_t([0.0, 0.0], [0.5, 0.51])
+    want = st.ttest_rel([0.5, 0.51], [0.0, 0.0])
+    assert r.df == 1 and r.p_value == pytest.approx(want.pvalue) and r.p_value < 0.05
