@@ -243,8 +243,11 @@ def position_consistency(verdicts_ab: Sequence[Verdict], verdicts_ba: Sequence[V
     if n == 0:
         return PositionConsistencyResult(0, 0, None, None, None, 0, 0, 0, errors, conf_level)
     lo, hi = proportion_confint(cons, n, alpha=_alpha(conf_level), method="wilson")
-    return PositionConsistencyResult(n, cons, cons / n, float(lo), float(hi), first, second,
-                                     other, errors, conf_level)
+    # statsmodels leaves float noise at the ends (2.8e-17 for 0 of 12): the scale ends at 0 and 1
+    lo = 0.0 if lo < 1e-12 else float(lo)
+    hi = 1.0 if hi > 1 - 1e-12 else float(hi)
+    return PositionConsistencyResult(n, cons, cons / n, lo, hi, first, second, other, errors,
+                                     conf_level)
 
 
 # --------------------------------------------------------------------------- §2/3 continuous

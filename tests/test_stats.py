@@ -472,3 +472,17 @@ def test_paired_t_with_two_pairs_is_a_test_with_one_degree_of_freedom():
     r = S.paired_t([0.0, 0.0], [0.5, 0.51])
     want = st.ttest_rel([0.5, 0.51], [0.0, 0.0])
     assert r.df == 1 and r.p_value == pytest.approx(want.pvalue) and r.p_value < 0.05
+
+
+def test_position_consistency_interval_ends_exactly_at_zero_and_one():
+    from statsmodels.stats.proportion import proportion_confint
+
+    none = S.position_consistency(["A"] * 12, ["B"] * 12)
+    assert none.ci_low == 0.0 and none.ci_high == pytest.approx(
+        proportion_confint(0, 12, alpha=0.05, method="wilson")[1])
+    every = S.position_consistency(["A"] * 12, ["A"] * 12)
+    assert every.ci_high == 1.0 and every.ci_low == pytest.approx(
+        proportion_confint(12, 12, alpha=0.05, method="wilson")[0])
+    some = S.position_consistency(["A"] * 6 + ["B"] * 6, ["A"] * 12)
+    want = proportion_confint(6, 12, alpha=0.05, method="wilson")
+    assert (some.ci_low, some.ci_high) == pytest.approx(want)
