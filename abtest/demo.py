@@ -6,7 +6,6 @@ results/) so every other command can be tried there afterwards.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -65,6 +64,7 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str 
              k: int = 2, live: bool = False, all_judges: bool = False, progress=print) -> int:
     from .config import load_config
     from .fixtures import capture, load_questions
+    from .jsonl import write_jsonl
     from .llm import preload
     from .report import build_report, render
     from .retrieval import get_retriever
@@ -92,7 +92,7 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str 
     shutil.copyfile(DEMO_DATA / "plain.yaml", d / "variants" / "plain.yaml")
     shutil.copyfile(DEMO_DATA / "grounded.yaml", d / "variants" / "grounded.yaml")
     qpath = data / "questions.jsonl"
-    qpath.write_text("".join(json.dumps(q) + "\n" for q in pick_questions(n_questions)), "utf-8")
+    write_jsonl(qpath, pick_questions(n_questions))
     lc = load_config(cfg_path)
 
     index_path = d / "results" / "index.duckdb"

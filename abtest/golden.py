@@ -21,7 +21,6 @@ import json
 import os
 import random
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -154,8 +153,9 @@ def _load_corpus_jsonl(path: Path) -> list[DocChunk]:
 
 def write_corpus(chunks: Iterable[DocChunk], path: str | os.PathLike) -> Path:
     """The chunks as a corpus JSONL for `abtest index`, so captured ids match the drafts."""
-    lines = [json.dumps(c.corpus_row(), ensure_ascii=False) for c in chunks]
-    return _atomic_write(Path(path), "\n".join(lines) + "\n")
+    from .jsonl import write_jsonl
+
+    return write_jsonl(Path(path), (c.corpus_row() for c in chunks))
 
 
 # --------------------------------------------------------------------------- shares
@@ -225,25 +225,12 @@ def read_golden(path: str | os.PathLike, *, missing_ok: bool = False) -> GoldenF
 
 
 def write_golden(gf: GoldenFile) -> Path:
+    from .jsonl import atomic_write_text, write_jsonl
+
     if gf.fmt == "jsonl":
-        text = "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in gf.items)
-    else:
-        data: Any = gf.items if gf.wrapper is None else {**gf.wrapper, "questions": gf.items}
-        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    return _atomic_write(gf.path, text)
-
-
-def _atomic_write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+        return write_jsonl(gf.path, gf.items)
+    data: Any = gf.items if gf.wrapper is None else {**gf.wrapper, "questions": gf.items}
+    return atomic_write_text(gf.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def is_draft_fixture(cases: Iterable[Any]) -> bool:

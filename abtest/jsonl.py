@@ -1,4 +1,5 @@
-"""The one JSONL reader: line-numbered records, errors that name the file and the line.
+"""The one JSONL reader and writer: line-numbered records, errors that name the file and
+the line, and writes that replace a file whole or not at all.
 
 Lines are split on "\\n" only (a trailing "\\r" is dropped), as JSON Lines defines them:
 text such as U+2028 or U+0085, which JSON leaves unescaped and `str.splitlines()` would
@@ -9,6 +10,8 @@ Files are streamed, never held whole.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -60,3 +63,24 @@ def read_jsonl(path: Path, what: str = "a JSONL file", **kw) -> Iterable[tuple[i
     for n, line in text_lines(path, what, **kw):
         if line.strip():
             yield n, json_object(path, n, line)
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """Write through a temporary file in the same folder and rename it into place: a reader
+    (or a crash) never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_jsonl(path: Path, rows: Iterable[Any]) -> Path:
+    """One JSON object per line (UTF-8, not ASCII-escaped), written atomically."""
+    return atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))

@@ -264,3 +264,24 @@ def test_questions_file_with_a_byte_order_mark_and_crlf_lines(tmp_path):
     q = tmp_path / "q.jsonl"
     q.write_bytes(b"\xef\xbb\xbf" + b'{"id": "a", "question": "one?"}\r\n{"id": "b", "question": "two?"}\r\n')
     assert [x.id for x in load_questions(q)] == ["a", "b"]
+
+
+def test_jsonl_writes_replace_a_file_whole_and_read_back(tmp_path, monkeypatch):
+    """The one writer: UTF-8 lines any reader of abtest reads back; a failed write leaves the
+    old file as it was and no temporary file behind."""
+    from abtest import jsonl
+
+    rows = [{"id": "a", "text": "Zürich\u2028next"}, {"id": "b", "n": 2}]
+    p = jsonl.write_jsonl(tmp_path / "out" / "rows.jsonl", rows)
+    assert [r for _, r in jsonl.read_jsonl(p)] == rows
+    assert p.read_text(encoding="utf-8").count("\n") == 2 and "Zürich" in p.read_text("utf-8")
+
+    def broken(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(jsonl.os, "replace", broken)  # the temporary file exists by then
+    with pytest.raises(OSError):
+        jsonl.write_jsonl(p, [{"id": "c"}])
+    monkeypatch.undo()
+    assert [r for _, r in jsonl.read_jsonl(p)] == rows
+    assert sorted(x.name for x in p.parent.iterdir()) == ["rows.jsonl"]

@@ -30,6 +30,7 @@ from typing import Any
 
 
 from ..errors import UserError
+from ..jsonl import write_jsonl
 from ..runs import load_run, pairwise_verdicts, verified_cases
 from .items import (ABSTENTION_TASK, CLAIM_TASK, COVERAGE_TASK, DOWNLOAD_FORMAT, ITEM_LETTER, LABELS, PACK_FILES, PAIRWISE_TASK, claim_label, item_number, item_sha, outcome, pairwise_stratum, run_tag, seeded_prefix, stratified, write_rows)
 
@@ -206,8 +207,7 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     p_items, p_csv, p_html = (out / f for f in PACK_FILES)
-    p_items.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in public),
-                       encoding="utf-8")
+    write_jsonl(p_items, public)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["item_id", "kind", "case_id", "allowed_labels", "label", "note"])
