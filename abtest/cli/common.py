@@ -10,7 +10,8 @@ import sys
 
 import click
 
-EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 1, 2, 3, 130
+EXIT_CLOSED_PIPE = 128 + 13  # as a process ended by SIGPIPE
 
 
 def progress(msg: str) -> None:
@@ -63,7 +64,7 @@ def add_config_option(cmd: click.Command) -> None:
                                    help="Config file (default: ./abtest.yaml)."))
 
 
-def exit_for(exc: BaseException, ctx: click.Context | None = None) -> int:
+def exit_for(exc: BaseException) -> int:
     """Map an error to the exit codes of docs/DESIGN.md, printing one line for it."""
     from ..errors import IncompleteError, UserError
 
@@ -78,7 +79,7 @@ def exit_for(exc: BaseException, ctx: click.Context | None = None) -> int:
             os.dup2(devnull, sys.stdout.fileno())
         except (OSError, ValueError):
             pass
-        return 128 + 13
+        return EXIT_CLOSED_PIPE
     if isinstance(exc, UserError):
         click.echo(f"abtest: error: {exc.line()}", err=True)
         return EXIT_BAD_INPUT
@@ -91,7 +92,7 @@ def exit_for(exc: BaseException, ctx: click.Context | None = None) -> int:
 
 
 class MappedErrors:
-    """Invoke with the exit-code mapping, for the main group and for a command run alone."""
+    """Invoke with the exit-code mapping: the main group, and `live`, which tests run alone."""
 
     def invoke(self, ctx):
         try:
@@ -101,7 +102,7 @@ class MappedErrors:
         except (Exception, KeyboardInterrupt) as exc:
             if os.environ.get("ABTEST_DEBUG") == "1" and not isinstance(exc, KeyboardInterrupt):
                 raise
-            ctx.exit(exit_for(exc, ctx))
+            ctx.exit(exit_for(exc))
 
 
 class Command(MappedErrors, click.Command):

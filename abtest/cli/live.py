@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
 
-from .common import EXIT_INCOMPLETE, config_path, exit_for, progress
+from .common import EXIT_INCOMPLETE, Command, config_path, progress
 
 
-@click.command("live")
+@click.command("live", cls=Command)
 @click.option("--golden", required=True, type=click.Path(dir_okay=False),
               help="Golden questions (JSONL or JSON) with relevant_chunk_ids / expected_citations.")
 @click.option("--a", "a_target", required=True,
@@ -64,7 +63,7 @@ def live(ctx, golden, a_target, b_target, frozen_run, run_id, resume, a_name, b_
     from pathlib import Path
 
     from ..config import load_config
-    from ..errors import IncompleteError, UserError
+    from ..errors import UserError
     from ..live import LiveIncomplete, TargetOptions, run_live
 
     try:
@@ -93,10 +92,6 @@ def live(ctx, golden, a_target, b_target, frozen_run, run_id, resume, a_name, b_
         progress(f"report: abtest report {exc.run_id}; finish later with `abtest live … "
                   f"--run-id {exc.run_id} --resume`")
         sys.exit(EXIT_INCOMPLETE)
-    except (UserError, IncompleteError) as exc:
-        if os.environ.get("ABTEST_DEBUG") == "1":
-            raise
-        sys.exit(exit_for(exc))
     progress(f"{res.status}: {res.n_items} answers from {res.n_cases} questions, "
               f"{res.seconds:.1f} s; report: abtest report {res.run_id}")
     click.echo(res.run_id)

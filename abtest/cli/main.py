@@ -31,9 +31,9 @@ def cli(ctx, config):
     A RUN_ID may be `latest` or a unique prefix of one.
     Exit codes: 0 ok/PASS, 1 gate FAIL, 2 bad input, 3 incomplete, 130 interrupted.
     """
+    # runs before the subcommand's own --config (common.add_config_option), which wins
     ctx.ensure_object(dict)
-    if config is not None or "config" not in ctx.obj:
-        ctx.obj["config"] = config
+    ctx.obj["config"] = config
 
 
 for _cmd in (project.init, project.demo, capture.index, capture.search, capture.capture,

@@ -135,7 +135,7 @@ def judge_question(gw, cfg, store, run_id: str, q: dict, items: dict[str, dict],
     for v in VARIANTS:
         res = run_checks(answers[v], cases[v], _stub_variant(f"live-{v}", citation_pattern))
         store.put_checks(run_id, q["id"], v, [r.model_dump() for r in res])
-    # the judge plan of a frozen run; the pairwise judge sees everything either system
+    # the one judge plan (judges.plan); the pairwise judge sees everything either system
     # retrieved (A's chunks, then B's new ones)
     both = build_case(q, chunks["A"] + chunks["B"], retriever="live:A+B",
                       corpus_version=corpus_version)

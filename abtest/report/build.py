@@ -11,11 +11,11 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from ..fmt import pct
 from ..gcpause import gc_paused
 from ..review.agreement import run_judge_validation
 from ..runs import load_run
 from .claim import licensed_claim  # noqa: F401  (API)
-from ..fmt import pct
 from .metrics import SCORE_JUDGES, compute_metrics, holm_family  # noqa: F401
 from .metrics import plain as _plain
 

@@ -172,6 +172,21 @@ def _ppi_block(estimand: str, judge: PPIResult, ppi: PPIResult, big_n: int, n_la
             "ppi": d(ppi), "ci_method": "normal approximation for both CIs", "note": note}
 
 
+def _judge_and_ppi(judge_values, sizes: Counter, rectifiers: dict[str, list[float]],
+                   n_labelled: int, alpha: float) -> tuple[PPIResult, PPIResult, str | None]:
+    """The judge-only interval of a mean over all N, and its prediction-powered correction by
+    the labelled items' rectifiers per stratum (none until something is labelled)."""
+    big = len(judge_values)
+    mean = float(judge_values.mean())
+    jvar = float(judge_values.var(ddof=1)) / big if big >= 2 else None
+    judge = _interval(mean, jvar, alpha)
+    if not n_labelled:
+        return judge, PPIResult(None, None, None), "no human labels"
+    ppi, note = _ppi_core(mean, jvar, {h: (sizes[h], rectifiers.get(h, [])) for h in sizes},
+                          alpha)
+    return judge, ppi, note
+
+
 def ppi_headlines(store, run_id: str, alpha: float | None = None) -> dict:
     """Judge-only and prediction-powered estimates of the headline B − A differences.
 
@@ -211,14 +226,7 @@ def ppi_headlines(store, run_id: str, alpha: float | None = None) -> dict:
         r_by: dict[str, list[float]] = defaultdict(list)
         for i, y in y_by.items():
             r_by[strata[i]].append((f[i] - y) / big)
-        sizes = Counter(strata)
-        jvar = float(f.var(ddof=1)) / big if big >= 2 else None
-        judge = _interval(float(f.mean()), jvar, alpha)
-        if y_by:
-            ppi, note = _ppi_core(float(f.mean()), jvar, {h: (sizes[h], r_by.get(h, []))
-                                                          for h in sizes}, alpha)
-        else:
-            ppi, note = PPIResult(None, None, None), "no human labels"
+        judge, ppi, note = _judge_and_ppi(f, Counter(strata), r_by, len(y_by), alpha)
         out["pairwise"] = _ppi_block("B win rate (ties ½) − 0.5", judge, ppi, big, len(y_by),
                                      note, (-0.5, 0.5), shift=0.5)
 
@@ -254,13 +262,7 @@ def ppi_headlines(store, run_id: str, alpha: float | None = None) -> dict:
             r_by[claim_label(c["verdict"])].append(
                 sign * (fi - sum(ys) / len(ys)) / (big * m[(c["case_id"], c["variant"])]))
             n_lab += 1
-        jvar = float(dj.var(ddof=1)) / big if big >= 2 else None
-        judge = _interval(float(dj.mean()), jvar, alpha)
-        if n_lab:
-            ppi, note = _ppi_core(float(dj.mean()), jvar, {h: (sizes[h], r_by.get(h, []))
-                                                           for h in sizes}, alpha)
-        else:
-            ppi, note = PPIResult(None, None, None), "no human labels"
+        judge, ppi, note = _judge_and_ppi(dj, sizes, r_by, n_lab, alpha)
         out["faithfulness"] = _ppi_block("mean per-case supported-claim share, B − A", judge,
                                          ppi, big, n_lab, note, (-1.0, 1.0))
     return out
