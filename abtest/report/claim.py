@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..review.agreement import CLAIM_JUDGES
 from ..fmt import num, pct, signed
+from ..review.agreement import CLAIM_JUDGES
 from .metrics import holm_family, min_n_binary_noninferiority
 
 SCOPE = "frozen: given these contexts (never an end-to-end claim)"
