@@ -87,8 +87,10 @@ max_input_tokens: 2048
 context_template: "[{{ chunk.id }}] {{ chunk.text }}"
 store: results/abtest.duckdb
 judges: [pairwise, faithfulness, coverage, abstention]
-# The embedded model judging its own output is a demonstration, not evidence:
-allow_self_judge: true
+# A model judging its own answers favours them, so the claim is always withheld then and
+# the run says so. Set true only to quiet that notice for a demonstration on one model
+# (the embedded default judges itself); point judge at another model for real use.
+allow_self_judge: false
 gates: {faithfulness: 0.90, answer_relevance: 0.80, context_precision: 0.75,
         context_recall: 0.75, out_of_scope: 1.0, citation_accuracy: 0.90,
         p95_latency_ms: 5000, incident_faithfulness: 0.85}

@@ -94,6 +94,10 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str 
     qpath = data / "questions.jsonl"
     write_jsonl(qpath, pick_questions(n_questions))
     lc = load_config(cfg_path)
+    from .llm import check_credentials
+
+    for where, spec in (("generator", lc.config.generator), ("judge", lc.config.judge)):
+        check_credentials(spec, where=where)  # before indexing: nothing runs without them
 
     index_path = d / "results" / "index.duckdb"
     if not index_path.exists():

@@ -46,7 +46,8 @@ class DemoChatServer:
                  max_seconds: float | None = None, max_requests: int | None = None,
                  temperature: float = 0.0, max_tokens: int = 200,
                  context_template: str = DEFAULT_CONTEXT_TEMPLATE, timeout_s: float = 120,
-                 max_retries: int = 2, auth_token: str | None = None, quiet: bool = True):
+                 max_retries: int = 2, auth_token: str | None = None, quiet: bool = True,
+                 spec=None):
         from .llm import Gateway
         from .models import ModelSpec
         from .retrieval import get_retriever
@@ -61,7 +62,8 @@ class DemoChatServer:
         self.index_path = str(Path(index).resolve())
         self.retriever = get_retriever(f"local:{self.index_path}", k=k)
         _ = self.retriever.store  # open the index now, not racily in the first two requests
-        self.spec = ModelSpec(model=model, temperature=temperature, max_tokens=max_tokens)
+        # a full spec (api_base, api_key_env, …) from the project's config, or just a model name
+        self.spec = spec or ModelSpec(model=model, temperature=temperature, max_tokens=max_tokens)
         self.gateway = Gateway(None, concurrency=1, timeout_s=timeout_s, max_retries=max_retries,
                                backoff_base_s=0.05)
         self.version = f"{self.variant.name}@{self.variant.sha256[:12]}"

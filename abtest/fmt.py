@@ -34,9 +34,13 @@ def p_value(p: Any, missing: str = "n/a") -> str:
     return f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
 
 
+def _finite(x: Any) -> bool:
+    return not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x)
+
+
 def interval(lo: Any, hi: Any, nd: int = 3) -> str:
-    """'[lo, hi]', or 'n/a' when either end is missing."""
-    if lo is None or hi is None:
+    """'[lo, hi]', or 'n/a' when either end is missing or not a finite number."""
+    if not (_finite(lo) and _finite(hi)):
         return "n/a"
     return f"[{num(lo, nd)}, {num(hi, nd)}]"
 

@@ -126,8 +126,6 @@ def plan_run(lc: LoadedConfig, fixture_path, a_path, b_path, *, count_tokens: bo
     gen_a, gen_b = _spec_for(lc, a, models[0]), _spec_for(lc, b, models[1])
     for where, spec in (("generator", gen_a), ("generator", gen_b), ("judge", cfg.judge)):
         check_credentials(spec, where=where)
-    if "quality" in cfg.judges or "keywords" in cfg.judges:
-        pass
     reasons: list[str] = []
     tpl_a = a.variant.context_template or cfg.context_template
     tpl_b = b.variant.context_template or cfg.context_template
@@ -251,7 +249,7 @@ def dry_run(lc: LoadedConfig, plan: RunPlan) -> dict:
 
 def claim_minimum_n(lc: LoadedConfig, plan: RunPlan) -> dict:
     """Can this fixture license a claim at all at the configured margins?"""
-    from .report.claim import minimum_n, minimum_n_text
+    from .sizing import minimum_n, minimum_n_text
 
     mn = minimum_n(lc.config, plan.n_answerable, len(plan.fixture) - plan.n_answerable)
     mn["text"] = minimum_n_text(mn)
@@ -266,6 +264,10 @@ def config_record(lc: LoadedConfig) -> str:
 def start_run(lc: LoadedConfig, store, plan: RunPlan, *, run_id: str | None = None,
               resume: bool = False) -> str:
     """Create the run row, or check that a resumed run still matches its inputs."""
+    if run_id is not None:
+        from .names import check_id
+
+        check_id(run_id, field="--run-id")
     if resume:
         if run_id is None:
             rows = [r for r in store.list_runs(plan.fixture.cases_sha256)

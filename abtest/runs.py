@@ -31,7 +31,10 @@ def resolve_run(store, ref: str, kind: str | None = None) -> str:
             raise UserError(f"no {kind + ' ' if kind else ''}runs in the store yet; start one "
                             "with `abtest run`", file=str(store.path))
         return rid
-    if not ref or store.get_run(ref) is not None:
+    from .names import check_id
+
+    check_id(ref, field="RUN_ID")  # a run id becomes a folder and file names: never a path
+    if store.get_run(ref) is not None:
         return ref
     found = store.run_ids_starting(ref)
     if len(found) > 1:

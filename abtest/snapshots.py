@@ -15,8 +15,9 @@ from .variants import load_variant, messages_text, render_context, render_messag
 
 
 def snapshot_path(variant_path: Path, case_id: str) -> Path:
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in case_id)
-    return variant_path.parent / "__snapshots__" / f"{variant_path.stem}.{safe}.txt"
+    from .names import file_stem
+
+    return variant_path.parent / "__snapshots__" / f"{variant_path.stem}.{file_stem(case_id)}.txt"
 
 
 def render_for_case(lc: LoadedConfig, variant_path, fixture, case_id: str | None = None) -> tuple[str, str]:

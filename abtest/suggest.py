@@ -272,8 +272,10 @@ def suggest_edits(lc, store, run_id: str, *, variant: str = "B", out: str | os.P
         raise UserError(f"changed since run {run_id} (sha256 {run[f'variant_{side.lower()}_sha256'][:12]}… "
                         f"→ {base.sha256[:12]}…); the report describes the old prompt, so run again "
                         "before asking for suggestions", file=str(base_path))
+    from .names import file_stem
+
     new_name = f"{base.name}-suggested"
-    target = Path(out) if out else base_path.parent / f"{new_name}.yaml"
+    target = Path(out) if out else base_path.parent / f"{file_stem(new_name)}.yaml"
     if target.resolve() == base_path.resolve():
         raise UserError("refusing to overwrite the variant the suggestion is based on", file=str(target))
     if target.exists() and not force:

@@ -625,7 +625,8 @@ def test_smallest_n_is_where_binary_noninferiority_first_can_hold(margin):
     """At the stated N, zero refusals on both sides shows non-inferiority; one case fewer
     never can (checked with the Tango interval itself)."""
     from abtest import stats as S
-    from abtest.report.metrics import binary, min_n_binary_noninferiority
+    from abtest.report.metrics import binary
+    from abtest.sizing import min_n_binary_noninferiority
 
     n = min_n_binary_noninferiority(margin, 0.05)
     for size, holds in ((n, True), (n - 1, False)):
@@ -837,7 +838,7 @@ def test_judge_validation_at_the_boundary_and_at_another_alpha():
 @pytest.mark.parametrize("n_ans,n_un,ok", [(52, 25, True), (51, 25, False), (52, 24, False),
                                            (400, 0, False)])
 def test_minimum_n_decides_can_license(n_ans, n_un, ok):
-    from abtest.report.claim import minimum_n
+    from abtest.sizing import minimum_n
 
     assert minimum_n(CFG, n_ans, n_un)["can_license"] is ok
 
@@ -846,7 +847,7 @@ def test_minimum_n_decides_can_license(n_ans, n_un, ok):
                                      {"abstention_unanswerable": 0.0}])
 def test_a_zero_refusal_margin_has_no_minimum_fixture(margins):
     """At margin 0 a B that refuses as often as A never holds, so no fixture size is enough."""
-    from abtest.report.claim import minimum_n, minimum_n_text
+    from abtest.sizing import minimum_n, minimum_n_text
 
     mn = minimum_n(Config(margins=margins), 5000, 5000)
     assert mn["can_license"] is False
@@ -858,7 +859,7 @@ def test_a_zero_refusal_margin_has_no_minimum_fixture(margins):
                                       (["faithfulness"], 6)])
 def test_minimum_n_for_faithfulness_follows_the_holm_family(judges, n):
     """n equal gains give p = 2·0.5ⁿ, which must pass α/m (m = the family size)."""
-    from abtest.report.claim import minimum_n
+    from abtest.sizing import minimum_n
 
     cfg = Config(margins={"abstention_answerable": 0.9}, **({"judges": judges} if judges else {}))
     m = {None: 5, 3: 4, 1: 1}[None if judges is None else len(judges)]  # abstention counts twice
@@ -959,7 +960,7 @@ def test_judge_validation_ignores_unlabelled_pairs():
 
 
 def test_smallest_faithfulness_n_passes_holm_at_equality():
-    from abtest.report.claim import minimum_n
+    from abtest.sizing import minimum_n
 
     # alpha = 0.0625 = 2 · 0.5⁵: five equal gains reach exactly alpha, and Holm rejects p ≤ alpha
     cfg = Config(alpha=0.0625, judges=["faithfulness"], margins={"abstention_answerable": 0.9})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import threading
+from pathlib import Path
 
 import pytest
 from tabulate import tabulate
@@ -56,7 +57,9 @@ def test_text_table_escapes_pipes_and_line_breaks():
 
 def test_gc_is_paused_while_a_report_is_built_and_restored_after(tmp_path, monkeypatch):
     states = []
-    monkeypatch.setattr(B, "_build_report", lambda *a, **k: states.append(gc.isenabled()) or {})
+    sample = json.loads((Path(__file__).parent / "data" / "sample_report.json").read_text())
+    monkeypatch.setattr(B, "_build_report",
+                        lambda *a, **k: states.append(gc.isenabled()) or sample)
     assert gc.isenabled()
     B.build_report(None, "r")
     assert states == [False] and gc.isenabled()

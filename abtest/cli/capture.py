@@ -15,12 +15,16 @@ from .common import load, progress
 @click.pass_context
 def index(ctx, corpus, index_path):
     """Build the local BM25 index from CORPUS.jsonl ({"id", "text", "title"?, "metadata"?})."""
+    import time
+
     from ..retrieval.index import build_index
 
     lc = load(ctx)
     target = index_path or str(lc.resolve("results/index.duckdb"))
-    stats = build_index(corpus, target)
-    click.echo(f"indexed {stats.get('n_chunks', stats.get('chunks', '?'))} chunks → {target}")
+    t0 = time.monotonic()
+    st = build_index(corpus, target)
+    click.echo(f"indexed {st['n_docs']} chunks ({st['n_terms']} terms, {st['n_postings']} "
+               f"postings) in {time.monotonic() - t0:.1f} s → {target}")
 
 
 @click.command()

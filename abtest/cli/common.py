@@ -91,16 +91,36 @@ def exit_for(exc: BaseException) -> int:
     return EXIT_FAIL
 
 
+class OneLineUsageError(click.UsageError):
+    """A usage error as every other bad input is shown: one line naming the command and the
+    option or argument, exit 2 (click's own form adds a usage block and a help hint)."""
+
+    def show(self, file=None) -> None:
+        # the subcommand as typed after `abtest` (the root's own name depends on how it ran)
+        where = " ".join(self.ctx.command_path.split()[1:]) if self.ctx else ""
+        where = where or "abtest"
+        msg = " ".join(self.format_message().split())
+        click.echo(f"abtest: error: {where}: {msg} (see --help)", err=True)
+
+
 class MappedErrors:
     """Invoke with the exit-code mapping: the main group, and `live`, which tests run alone."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except OneLineUsageError:
+            raise
+        except click.UsageError as exc:  # a subcommand's options: parsed inside this invoke
+            raise OneLineUsageError(exc.format_message(), exc.ctx) from None
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except (Exception, KeyboardInterrupt) as exc:
-            if os.environ.get("ABTEST_DEBUG") == "1" and not isinstance(exc, KeyboardInterrupt):
+            from ..errors import IncompleteError, UserError
+
+            # a traceback for bugs only: bad input and incomplete work are not bugs
+            if os.environ.get("ABTEST_DEBUG") == "1" and not isinstance(
+                    exc, (KeyboardInterrupt, UserError, IncompleteError)):
                 raise
             ctx.exit(exit_for(exc))
 

@@ -109,7 +109,7 @@ def fixtures_show(path, case_id):
 
 @fixtures.command("add-unanswerable")
 @click.argument("path", type=click.Path())
-@click.option("--from-answerable", "n", type=int, required=True,
+@click.option("--from-answerable", "n", type=click.IntRange(min=1), required=True,
               help="How many answerable cases to turn into counterfactual refusal cases.")
 @click.option("--seed", default=0, show_default=True)
 def fixtures_add_unanswerable(path, n, seed):

@@ -105,17 +105,43 @@ def live(ctx, golden, a_target, b_target, frozen_run, run_id, resume, a_name, b_
 @click.option("--index", "index_path", required=True, type=click.Path(dir_okay=False),
               help="Index built by `abtest index`.")
 @click.option("--variant", required=True, type=click.Path(dir_okay=False), help="Prompt variant YAML.")
-@click.option("--model", default="local/smollm2", show_default=True)
+@click.option("--model", default=None,
+              help="litellm model [the config's generator, with its api_base and key]")
+@click.option("--api-base", default=None, help="OpenAI-compatible server for --model.")
 @click.option("--k", default=3, show_default=True)
 @click.option("--port", default=0, show_default=True, help="0 = any free port (on 127.0.0.1).")
 @click.option("--max-seconds", default=600.0, show_default=True, help="Lifetime; 0 = unbounded.")
 @click.option("--max-requests", default=None, type=int, help="Close after this many answers.")
-def serve_demo(index_path, variant, model, k, port, max_seconds, max_requests):
-    """A demo chat assistant (one variant) over the local index, as a target for `abtest live`."""
-    argv = ["--index", index_path, "--variant", variant, "--model", model, "--k", str(k),
-            "--port", str(port), "--max-seconds", str(max_seconds)]
-    if max_requests is not None:
-        argv += ["--max-requests", str(max_requests)]
-    from ..demo_server import main
+@click.pass_context
+def serve_demo(ctx, index_path, variant, model, api_base, k, port, max_seconds, max_requests):
+    """A demo chat assistant (one variant) over the local index, as a target for `abtest live`.
 
-    sys.exit(main(argv))
+    It answers with the config's generator (model, api_base, api_key_env, temperature), so
+    a local OpenAI-compatible server configured there is the one it asks."""
+    import time
+
+    from ..demo_server import DemoChatServer
+    from ..llm import check_credentials
+    from .common import load
+
+    lc = load(ctx)
+    spec = lc.config.generator
+    updates = {k_: v for k_, v in (("model", model), ("api_base", api_base)) if v}
+    if model and not api_base:
+        updates["api_base"] = None  # another model: the config's server is not its server
+    spec = spec.model_copy(update=updates)
+    check_credentials(spec, where="generator")
+    srv = DemoChatServer(index_path, variant, k=k, port=port, max_seconds=max_seconds or None,
+                         max_requests=max_requests, spec=spec,
+                         context_template=lc.config.context_template)
+    click.echo(f"listening on {srv.url}")
+    progress(f"serve-demo: variant {srv.version}, model {spec.model}"
+             + (f" at {spec.api_base}" if spec.api_base else "") + f", index {srv.index_path}")
+    t0 = time.monotonic()
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:  # the way to stop a server: not an interrupted run
+        pass
+    finally:
+        srv.stop()
+    progress(f"serve-demo: stopped after {srv.served} answer(s), {time.monotonic() - t0:.1f} s")

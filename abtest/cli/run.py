@@ -66,9 +66,9 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
         return
     gen_models = {lc.config.generator.model}
     if lc.config.judge.model in gen_models and not lc.config.allow_self_judge:
-        progress(f"error: the judge model is the generator model ({lc.config.judge.model}): "
+        progress(f"note: the judge model is the generator model ({lc.config.judge.model}): "
                   "self-judging; the run continues but the claim will be withheld "
-                  "(--allow-self-judge or allow_self_judge: true silences this)")
+                  "(--allow-self-judge or allow_self_judge: true silences this note)")
     if retry_errors and not resume:
         from ..errors import UserError
 

@@ -219,7 +219,9 @@ def run_live(lc, golden, a_target: str, b_target: str, *, frozen_run: str | None
                                     "started; start a new run")
             store.update_run(run_id, status="running")
         else:
-            run_id = run_id or new_run_id()
+            from ..names import check_id
+
+            run_id = check_id(run_id, field="--run-id") if run_id else new_run_id()
             if store.get_run(run_id) is not None:
                 raise UserError(f"run id {run_id!r} already exists; use --resume to continue it")
             info = {"questions": records, "targets": {v: targets[v].shown for v in VARIANTS},

