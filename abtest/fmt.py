@@ -19,6 +19,8 @@ def num(x: Any, nd: int = 3, signed: bool = False, missing: str = "n/a") -> str:
     if not isinstance(x, float) or not math.isfinite(x):
         return str(x)
     if 0 < abs(x) < 10 ** -nd:
+        if nd == 0:  # a count-like figure (ms, tokens) below 1: two significant digits
+            return f"{x:+.2g}" if signed else f"{x:.2g}"
         return f"{x:+.1e}" if signed else f"{x:.1e}"
     return f"{x:+.{nd}f}" if signed else f"{x:.{nd}f}"
 

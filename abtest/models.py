@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 CATEGORIES = ("factual", "multi_chunk", "out_of_scope", "edge", "temporal")
 AWKWARD_TAGS = ("no_relevant_chunk", "superseded", "contradictory")
-FIXTURE_SCHEMA_VERSION = 1
+FIXTURE_SCHEMA_VERSION = 2  # 2: manifest_sha256 seals the manifest's own fields
 
 
 class Strict(BaseModel):
@@ -115,6 +115,9 @@ class FixtureManifest(Strict):
     cases_sha256: str
     cases: list[CaseHash]
     notes: dict[str, Any] | None = None
+    manifest_sha256: str | None = Field(
+        None, description="sha256 of the canonical JSON of every other field but `cases` "
+                          "(each case has its own seal, and cases_sha256 covers them all)")
 
 
 class OutputSpec(Strict):
@@ -143,6 +146,9 @@ class Variant(Strict):
     style: bool = Field(default=False, description="comparison is stylistic: run the conformance judge")
     rubric: str | None = None
     description: str | None = None
+    context: Literal["none"] | None = Field(
+        default=None, description="`none`: this prompt shows no retrieved context on purpose; "
+                                  "otherwise it must use {{ context }} or {{ chunks }}")
 
 
 class ModelSpec(Strict):

@@ -247,6 +247,20 @@ def dry_run(lc: LoadedConfig, plan: RunPlan) -> dict:
             "claim_minimum_n": claim_minimum_n(lc, plan)}
 
 
+def stale_note(fixture) -> str | None:
+    """Said before a run on a fixture past its refresh date: it measures an old retrieval."""
+    from datetime import timedelta
+
+    m = fixture.manifest  # the manifest only: the cases of a large fixture are not parsed
+    captured = datetime.fromisoformat(m.captured_at.replace("Z", "+00:00"))
+    due = captured + timedelta(days=m.refresh_every_days)
+    if datetime.now(timezone.utc) <= due:
+        return None
+    return (f"fixture {fixture.name} is past its refresh date (captured "
+            f"{m.captured_at}, due for re-capture on {due.date().isoformat()}); "
+            "the run measures retrieval as it was then: `abtest capture` again for a current one")
+
+
 def claim_minimum_n(lc: LoadedConfig, plan: RunPlan) -> dict:
     """Can this fixture license a claim at all at the configured margins?"""
     from .sizing import minimum_n, minimum_n_text
@@ -524,6 +538,9 @@ def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: b
             progress(f"run {rid}: {len(plan.fixture)} cases, A={plan.a.name} B={plan.b.name}, "
                      f"generator {plan.gen_a.model}, judge {plan.judge.model}"
                      + (f" [{plan.comparison_kind}]" if plan.comparison_kind != "prompt" else ""))
+        stale = stale_note(plan.fixture)
+        if progress and stale:
+            progress(f"warning: {stale}")
         mn = claim_minimum_n(lc, plan)
         if progress and not mn["can_license"]:
             progress(f"note: {mn['text']} (docs/STATISTICS.md)")

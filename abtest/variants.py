@@ -47,7 +47,7 @@ def _template(src: str):
     return jinja_env().from_string(src)
 
 
-def _check_template(src: str, allowed: set[str], *, file: str, field: str) -> None:
+def _check_template(src: str, allowed: set[str], *, file: str, field: str) -> set[str]:
     import jinja2
     from jinja2 import meta
 
@@ -57,10 +57,12 @@ def _check_template(src: str, allowed: set[str], *, file: str, field: str) -> No
     except jinja2.TemplateSyntaxError as exc:
         raise UserError(f"template syntax error: {exc.message}", file=file,
                         where=f"template line {exc.lineno}", field=field) from None
-    unknown = meta.find_undeclared_variables(ast) - allowed
+    used = meta.find_undeclared_variables(ast)
+    unknown = used - allowed
     if unknown:
         raise UserError(f"unknown template variable(s) {', '.join(sorted(unknown))}; available: "
                         f"{', '.join(sorted(allowed))}", file=file, field=field)
+    return used
 
 
 def check_context_template(src: str, *, file: str = "abtest.yaml",
@@ -81,20 +83,22 @@ def load_variant(path: str | os.PathLike) -> LoadedVariant:
         variant = Variant.model_validate(data)
     except ValidationError as exc:
         raise pydantic_error_line(exc, file=str(path)) from None
-    _check_template(variant.system, TEMPLATE_VARS, file=str(path), field="system")
-    _check_template(variant.user, TEMPLATE_VARS, file=str(path), field="user")
+    used = _check_template(variant.system, TEMPLATE_VARS, file=str(path), field="system")
+    used |= _check_template(variant.user, TEMPLATE_VARS, file=str(path), field="user")
+    if not used & {"context", "chunks"} and variant.context != "none":
+        # a RAG comparison whose prompt never shows the retrieved context measures nothing
+        # about grounding; say so unless the variant says it is deliberate
+        raise UserError("the prompt never shows the retrieved context: use {{ context }} (or loop "
+                        "over {{ chunks }}) in system or user, or set `context: none` if this "
+                        "variant answers without it on purpose", file=str(path), field="user")
     if variant.context_template is not None:
         check_context_template(variant.context_template, file=str(path), field="context_template")
+    from .checks import validate_patterns
+
     try:
-        from .checks import validate_patterns
-    except ImportError:  # pragma: no cover - checks module always ships
-        validate_patterns = None
-    if validate_patterns is not None:
-        try:
-            validate_patterns(variant)
-        except UserError as exc:
-            exc.file = exc.file or str(path)
-            raise UserError(exc.message, file=str(path), where=exc.where, field=exc.field) from None
+        validate_patterns(variant)
+    except UserError as exc:
+        raise UserError(exc.message, file=str(path), where=exc.where, field=exc.field) from None
     return LoadedVariant(variant, path, hashlib.sha256(path.read_bytes()).hexdigest())
 
 

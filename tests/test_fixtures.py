@@ -285,3 +285,81 @@ def test_jsonl_writes_replace_a_file_whole_and_read_back(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert [r for _, r in jsonl.read_jsonl(p)] == rows
     assert sorted(x.name for x in p.parent.iterdir()) == ["rows.jsonl"]
+
+
+def _bad(*args):
+    r = CliRunner().invoke(cli, list(args))
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.strip().splitlines() if "error" in ln]  # progress may precede
+    assert len(lines) == 1 and "Traceback" not in r.output, r.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("field, value", [
+    ("corpus_version", "2099-01-01"), ("captured_at", "2099-01-01T00:00:00Z"),
+    ("retriever", "a better retriever"), ("refresh_every_days", 9999), ("name", "other"),
+    ("notes", {"x": 1}),
+])
+def test_every_manifest_field_the_report_reads_is_sealed(kb, field, value):
+    cli_ok("capture", "questions.jsonl", "--retriever", "local:results/index.duckdb",
+           "--out", "fixtures/f", "--corpus-version", "v7")
+    m = Path("fixtures/f/manifest.json")
+    data = json.loads(m.read_text())
+    assert data["schema_version"] == 2 and len(data["manifest_sha256"]) == 64
+    data[field] = value
+    m.write_text(json.dumps(data, indent=2))
+    for args in (("fixtures", "verify", "fixtures/f"), ("fixtures", "status", "fixtures/f")):
+        line = _bad(*args)
+        assert "manifest.json" in line and "manifest_sha256" in line and "changed after sealing" in line
+
+
+def test_a_manifest_sealed_before_the_field_seal_must_be_resealed_and_keeps_its_capture(kb):
+    cli_ok("capture", "questions.jsonl", "--retriever", "local:results/index.duckdb",
+           "--out", "fixtures/f", "--refresh-every-days", "90")
+    m = Path("fixtures/f/manifest.json")
+    data = json.loads(m.read_text())
+    old = dict(data, schema_version=1, captured_at="2026-01-02T03:04:05Z")
+    del old["manifest_sha256"]
+    m.write_text(json.dumps(old, indent=2))
+    line = _bad("fixtures", "verify", "fixtures/f")
+    assert "older abtest" in line and "abtest fixtures seal fixtures/f" in line
+    cli_ok("fixtures", "seal", "fixtures/f")
+    new = json.loads(m.read_text())
+    assert new["schema_version"] == 2 and new["captured_at"] == "2026-01-02T03:04:05Z"
+    assert new["refresh_every_days"] == 90 and new["cases_sha256"] == data["cases_sha256"]
+    cli_ok("fixtures", "verify", "fixtures/f")
+    # cases edited since: they were not captured then, so the capture time is now
+    lines = Path("fixtures/f/cases.jsonl").read_text().splitlines()
+    case = json.loads(lines[0])
+    case["question"] += " Please."
+    Path("fixtures/f/cases.jsonl").write_text("\n".join([json.dumps(case)] + lines[1:]) + "\n")
+    cli_ok("fixtures", "seal", "fixtures/f")
+    assert json.loads(m.read_text())["captured_at"] != "2026-01-02T03:04:05Z"
+
+
+def test_an_imported_capture_keeps_its_own_corpus_version(kb):
+    rows = [{"id": "q1", "question": QUESTIONS[0]["question"], "corpus_version": "kb-2026-11-30",
+             "contexts": ["Damaged goods may be returned within 30 days."]},
+            {"id": "q2", "question": QUESTIONS[1]["question"],
+             "contexts": ["Standard shipping takes 3 to 5 business days."]}]
+    Path("cap.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    Path("two.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS[:2]))
+    r = cli_ok("capture", "two.jsonl", "--retriever", "jsonl:cap.jsonl", "--out", "fixtures/imp")
+    cases = {c["id"]: c for c in map(json.loads, Path("fixtures/imp/cases.jsonl").read_text()
+                                     .splitlines())}
+    today = datetime.now(timezone.utc).date().isoformat()
+    assert cases["q1"]["corpus_version"] == "kb-2026-11-30"
+    assert cases["q2"]["corpus_version"] in (today, (datetime.now().date()).isoformat())
+    assert "1 case(s) had no corpus version" in r.stderr
+    man = json.loads(Path("fixtures/imp/manifest.json").read_text())
+    assert man["corpus_version"] == ",".join(sorted({"kb-2026-11-30", cases["q2"]["corpus_version"]}))
+    # --corpus-version labels the rows without one; the source's own label still wins
+    r = cli_ok("capture", "two.jsonl", "--retriever", "jsonl:cap.jsonl", "--out", "fixtures/imp2",
+               "--corpus-version", "v9")
+    cases = {c["id"]: c for c in map(json.loads, Path("fixtures/imp2/cases.jsonl").read_text()
+                                     .splitlines())}
+    assert (cases["q1"]["corpus_version"], cases["q2"]["corpus_version"]) == ("kb-2026-11-30", "v9")
+    assert "no corpus version" not in r.stderr
+    Path("cap.jsonl").write_text(json.dumps(dict(rows[0], corpus_version=7)) + "\n")
+    assert "corpus_version" in _bad("capture", "two.jsonl", "--retriever", "jsonl:cap.jsonl",
+                                    "--out", "fixtures/imp3")

@@ -15,6 +15,12 @@ def test_num(x, want):
     assert num(x) == want
 
 
+def test_a_whole_number_figure_below_one_is_never_scientific():
+    # latencies and token counts print with nd=0: 0.44 ms must not read "4.4e-01 ms" nor "0"
+    assert num(0.44, 0) == "0.44" and num(0.004, 0) == "0.004" and num(440.4, 0) == "440"
+    assert num(-0.5, 0, signed=True) == "-0.5"
+
+
 def test_signed_p_and_level():
     assert signed(0.25) == "+0.250" and signed(-0.00001) == "-1.0e-05" and signed(3) == "+3"
     assert p_value(0.0004) == "0.0004" and p_value(0.04) == "0.040" and p_value(None) == "n/a"

@@ -4,6 +4,7 @@ what a command prints is what happened."""
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
@@ -177,3 +178,103 @@ def test_abtest_debug_turns_an_internal_error_into_its_traceback(tmp_path, monke
     # bad input stays one line even when debugging: it is not a bug
     r = CliRunner().invoke(cli, ["fixtures", "status", "fixtures/nope"])
     assert r.exit_code == 2 and "fixtures/nope" in _one_line(r)
+
+
+def test_a_stale_fixture_is_warned_at_run_time_and_named_in_the_report_header(tmp_path,
+                                                                             monkeypatch):
+    import json
+
+    from abtest.fixtures import write_fixture
+    from fakes import small_cases
+
+    install(Brain())
+    p = make_project(tmp_path)
+    monkeypatch.chdir(p)
+    write_fixture(p / "fixtures" / "old", small_cases(), corpus_version="v1", retriever="test",
+                  captured_at="2020-01-01T00:00:00Z", refresh_every_days=30)
+    r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/old", "--a", "variants/a.yaml",
+                                 "--b", "variants/b.yaml"])
+    assert r.exit_code == 0, r.stderr
+    warn = [ln for ln in r.stderr.splitlines() if "past its refresh date" in ln]
+    assert len(warn) == 1 and "2020-01-31" in warn[0] and warn[0].startswith("abtest: warning:")
+    rep = json.loads(CliRunner().invoke(cli, ["report", "latest", "--format", "json"]).stdout)
+    assert rep["fixture"]["stale_at_run"] is True
+    assert rep["fixture"]["next_evaluation_date"] == "2020-01-31"
+    md = CliRunner().invoke(cli, ["report", "latest"]).stdout
+    head = md.split("## Executive summary")[0]
+    assert "**Stale fixture:**" in head and "2020-01-31" in head
+    html = CliRunner().invoke(cli, ["report", "latest", "--format", "html"]).stdout
+    assert 'id="stale"' in html.split("</header>")[0]
+    # a fresh fixture: no warning, no line
+    r = CliRunner().invoke(cli, RUN)
+    assert r.exit_code == 0 and "past its refresh date" not in r.stderr
+    rep = json.loads(CliRunner().invoke(cli, ["report", "latest", "--format", "json"]).stdout)
+    assert rep["fixture"]["stale_at_run"] is False
+    assert "Stale fixture" not in CliRunner().invoke(cli, ["report", "latest"]).stdout
+
+
+@pytest.mark.parametrize("user, extra, ok", [
+    ("Question: {{ question }}", "", False),
+    ("{% for c in chunks %}[{{ c.id }}] {{ c.text }}\n{% endfor %}Q: {{ question }}", "", True),
+    ("Question: {{ question }}", "context: none\n", True),
+    ("{{ context }}\nQ: {{ question }}", "", True),
+])
+def test_a_variant_that_never_shows_the_context_is_a_usage_error(tmp_path, monkeypatch, user,
+                                                                 extra, ok):
+    import yaml
+
+    install(Brain())
+    p = make_project(tmp_path)
+    monkeypatch.chdir(p)
+    (p / "variants" / "b.yaml").write_text(yaml.safe_dump({"name": "b", "user": user}) + extra)
+    r = CliRunner().invoke(cli, RUN)
+    if ok:
+        assert r.exit_code == 0, r.stderr
+    else:
+        line = _one_line(r) if r.exit_code == 2 else pytest.fail(r.stderr)
+        assert "variants/b.yaml" in line and "field 'user'" in line and "context: none" in line
+
+
+def test_an_incident_shows_its_statements_beside_the_context_text(tmp_path, monkeypatch):
+    import json
+
+    from abtest.models import Chunk
+    from fakes import small_cases
+
+    long_text = "Normandy is a region in France. " + "It has a long coast. " * 60
+    cases = [c.model_copy(update={"context": [Chunk(id="c1", text=long_text)]})
+             if c.id == "q4" else c for c in small_cases()]
+    install(Brain())
+    p = make_project(tmp_path, cases=cases)
+    monkeypatch.chdir(p)
+    assert CliRunner().invoke(cli, RUN).exit_code == 0
+    rep = json.loads(CliRunner().invoke(cli, ["report", "latest", "--format", "json"]).stdout)
+    inc = next(i for i in rep["incidents"] if i["case_id"] == "q4")
+    assert inc["unsupported"][0]["claim"] == "The capital of Mars is Olympus City."
+    shown = " ".join(long_text.split())
+    assert inc["context"] == [{"id": "c1", "text": shown[:399] + "…"}] and len(shown) > 400
+    md = CliRunner().invoke(cli, ["report", "latest"]).stdout
+    sec = md.split("## Hallucination incidents")[1].split("## ")[0]
+    assert "The capital of Mars is Olympus City." in sec
+    assert "context `c1`: Normandy is a region in France. It has a long coast." in sec
+    html = CliRunner().invoke(cli, ["report", "latest", "--format", "html"]).stdout
+    sec = html.split('<section id="incidents">')[1].split("</section>")[0]
+    assert "Olympus City" in sec and "Normandy is a region in France. It has a long coast." in sec
+    assert "Unfinished rows (yellow)" in html and "flipped cases (red left edge)" in html
+
+
+def test_a_banned_phrase_in_b_enters_the_taxonomy_and_the_backlog(tmp_path, monkeypatch):
+    import json
+
+    from fakes import VARIANT_B
+
+    install(Brain())
+    p = make_project(tmp_path)
+    monkeypatch.chdir(p)
+    (p / "variants" / "b.yaml").write_text(VARIANT_B + "checks:\n  must_not_say: [Normandy]\n")
+    assert CliRunner().invoke(cli, RUN).exit_code in (0, 1)
+    rep = json.loads(CliRunner().invoke(cli, ["report", "latest", "--format", "json"]).stdout)
+    failed = sorted(r["case_id"] for r in rep["per_case"] if "must_not_say" in r["checks_failed_b"])
+    assert failed and rep["taxonomy"]["banned_phrase"] == failed
+    row = next(x for x in rep["remediation"] if x["item"].startswith("banned phrase"))
+    assert row["priority"] == "P2" and "must_not_say" in row["likely_cause"]

@@ -54,7 +54,8 @@ def search(index_path, query, k, fmt):
 @click.option("--retriever", "spec", required=True,
               help="local:INDEX | http(s)://URL | python:pkg.mod:fn | jsonl:FILE")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="fixtures/NAME")
-@click.option("--corpus-version", default=None, help="Version label of the corpus [date of today].")
+@click.option("--corpus-version", default=None,
+              help="Version label of the corpus, for cases whose source gives none [today's date].")
 @click.option("--k", default=5, show_default=True)
 @click.option("--refresh-every-days", default=30, show_default=True)
 @click.option("--force", is_flag=True, help="Replace an existing fixture.")
@@ -66,7 +67,6 @@ def search(index_path, query, k, fmt):
 def capture(ctx, questions, spec, out, corpus_version, k, refresh_every_days, force, keywords_llm,
             max_chars):
     """Freeze what retrieval returns for QUESTIONS into a sealed fixture (never during a run)."""
-    from datetime import date
     from pathlib import Path
 
     from ..errors import UserError
@@ -96,6 +96,6 @@ def capture(ctx, questions, spec, out, corpus_version, k, refresh_every_days, fo
     if max_chars:
         opts["max_chars"] = max_chars
     retriever = get_retriever(spec, base_dir=Path.cwd(), k=k, **opts)
-    fx = do_capture(qs, retriever, out=out, corpus_version=corpus_version or date.today().isoformat(),
+    fx = do_capture(qs, retriever, out=out, corpus_version=corpus_version,
                     k=k, force=force, refresh_every_days=refresh_every_days, progress=progress)
     click.echo(f"captured {len(fx.cases)} cases → {fx.path} (cases_sha256 {fx.cases_sha256[:16]}…)")

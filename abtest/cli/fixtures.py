@@ -25,9 +25,14 @@ def fixtures_verify(path):
 
 @fixtures.command("seal")
 @click.argument("path", type=click.Path())
-@click.option("--refresh-every-days", default=30, show_default=True)
+@click.option("--refresh-every-days", type=click.IntRange(min=1), default=None,
+              help="Days until the fixture is due for re-capture [kept when the cases are "
+                   "unchanged, else 30].")
 def fixtures_seal(path, refresh_every_days):
-    """Seal a hand-written cases.jsonl (canonicalise, write manifest.json)."""
+    """Seal a hand-written cases.jsonl (canonicalise, write manifest.json).
+
+    Re-sealing cases the old manifest still seals (an upgrade to the current seal) keeps
+    their capture time and refresh schedule."""
     from ..fixtures import seal_fixture
 
     fx = seal_fixture(path, refresh_every_days=refresh_every_days)

@@ -29,6 +29,8 @@ REMEDIES = {
                       "fix source metadata / chunk ids; state the citation format in the prompt"),
     "formatting_drift": ("output format or length outside the variant's declared checks",
                          "restate the format rules; add an output example; lower max_tokens"),
+    "banned_phrase": ("the answer says a phrase the variant or the case bans (must_not_say)",
+                      "state the ban in the prompt; check whether the phrase list is current"),
     "keyword_gap": ("search keywords miss key concepts of the question",
                     "improve keyword extraction prompt; add synonyms / query expansion"),
     "incorrect_refusal": ("refused an answerable question",
@@ -219,8 +221,15 @@ def _fixture_schedule(run: dict) -> dict:
         return {}
     m = read_manifest(p, cases=False)
     captured = datetime.fromisoformat(m.captured_at.replace("Z", "+00:00"))
+    due = captured + timedelta(days=m.refresh_every_days)
+    ran = run["created_at"]  # judged at the run's start, as the run warned: a re-render never flips
+    if isinstance(ran, str):
+        ran = datetime.fromisoformat(ran.replace("Z", "+00:00"))
+    if ran is not None and ran.tzinfo is None:
+        ran = ran.replace(tzinfo=timezone.utc)  # the store keeps UTC without a zone
     return {"captured_at": m.captured_at, "refresh_every_days": m.refresh_every_days,
-            "next_evaluation_date": (captured + timedelta(days=m.refresh_every_days)).date().isoformat()}
+            "next_evaluation_date": due.date().isoformat(),
+            "stale_at_run": bool(ran is not None and ran > due)}
 
 
 def _models(store, run: dict) -> dict:
@@ -290,8 +299,19 @@ def _incidents(finished, jv, claims, gen_by, cases, cfg) -> list[dict]:
                         "answer": (gen_by.get((cid, v)) or {}).get("answer"),
                         "unsupported": [{"claim": c["claim"], "verdict": c["verdict"]}
                                         for c in by_case_v[(cid, v)] if c["verdict"] != "supported"],
-                        "context_ids": [ch["id"] for ch in case.get("context", [])]})
+                        "context_ids": [ch["id"] for ch in case.get("context", [])],
+                        "context": [{"id": ch["id"], "text": _trim(ch.get("text"))}
+                                    for ch in case.get("context", [])]})
     return out
+
+
+INCIDENT_CHUNK_CHARS = 400
+
+
+def _trim(text) -> str:
+    """A chunk as an incident shows it: enough to check a statement against, not the page."""
+    t = " ".join(str(text or "").split())
+    return t if len(t) <= INCIDENT_CHUNK_CHARS else t[:INCIDENT_CHUNK_CHARS - 1] + "…"
 
 
 def _taxonomy(report, finished, jv, chk, cases):
@@ -314,6 +334,8 @@ def _taxonomy(report, finished, jv, chk, cases):
             kinds["weak_sourcing"].append(cid)
         if cb.get("json") is False or cb.get("length") is False:
             kinds["formatting_drift"].append(cid)
+        if cb.get("must_not_say") is False:
+            kinds["banned_phrase"].append(cid)
         kq = (keywords.get(cid) or _NONE).get("score")
         if kq is not None and kq < 0.6:
             kinds["keyword_gap"].append(cid)
@@ -324,7 +346,8 @@ def _taxonomy(report, finished, jv, chk, cases):
             kinds["missed_refusal"].append(cid)
     backlog = []
     prio = {"unsupported_claim": "P1", "missed_refusal": "P1", "retrieval_miss": "P2",
-            "incorrect_refusal": "P2", "weak_sourcing": "P2", "formatting_drift": "P3",
+            "incorrect_refusal": "P2", "weak_sourcing": "P2", "banned_phrase": "P2",
+            "formatting_drift": "P3",
             "keyword_gap": "P3"}
     for inc in report["incidents"]:
         if inc["variant"] == "B":

@@ -402,6 +402,12 @@ def _header(r: dict) -> str:
                              f"{esc(fx.get('retriever'))}</code>, cases_sha256 <span class=\"mono\">"
                              f"{esc(str(fx.get('cases_sha256') or 'n/a')[:16])}…</span>"))
     items.append(("Comparison kind", f"<strong>{esc(r.get('comparison_kind'))}</strong>"))
+    if fx.get("stale_at_run") is True:
+        items.append(("Stale fixture", f'<strong class="warn" id="stale">captured '
+                                       f"{esc(fx.get('captured_at'))}, due for re-capture on "
+                                       f"{esc(fx.get('next_evaluation_date'))}</strong>; this run "
+                                       "started after that date, so it describes retrieval as it "
+                                       "was then (capture again, then re-run)"))
     out = [f"<header><h1>abtest report — run {esc(r.get('run_id'))}</h1><dl class=\"meta\">"]
     out += [f"<dt>{esc(k)}</dt><dd>{val}</dd>" for k, val in items]
     out.append('</dl><nav class="toc">')
@@ -684,7 +690,13 @@ def _incidents(r: dict) -> str:
         if uns:
             out.append("<ul>" + "".join(f"<li><em>{esc(_d(u).get('verdict'))}</em>: "
                                         f"{esc(_d(u).get('claim'))}</li>" for u in uns[:10]) + "</ul>")
-        out.append(f"<p>Context: <span class=\"mono\">{esc(ctx)}</span></p>")
+        chunks = [_d(ch) for ch in _l(inc.get("context"))]
+        if chunks:
+            out.append('<p>Context the statements were checked against:</p><ul class="context">'
+                       + "".join(f'<li><span class="mono">{esc(ch.get("id"))}</span>: '
+                                 f'{esc(ch.get("text"))}</li>' for ch in chunks) + "</ul>")
+        else:
+            out.append(f"<p>Context: <span class=\"mono\">{esc(ctx)}</span></p>")
         if inc.get("answer") is not None:
             out.append(f'<details><summary>Answer</summary><div class="answer">{esc(inc.get("answer"))}'
                        "</div></details>")
@@ -771,8 +783,9 @@ def _cases(r: dict) -> str:
            '<p class="note">Scores are judge scores in [0, 1] (' +
            esc(", ".join(f"{SHORT[j]} = {j}" for j in judges) +
                ("; abst. = abstained" if has_abst else "")) +
-           "). Unfinished rows (highlighted) are never counted in any statistic. Open a case's "
-           "question to read both answers.</p>"]
+           "). Unfinished rows (yellow) are never counted in any statistic; flipped cases (red "
+           "left edge) crossed the faithfulness threshold between A and B or newly fail a check "
+           "in B. Open a case's question to read both answers.</p>"]
     if not rows_in:
         out.append("<p>No cases.</p></section>")
         return "".join(out)

@@ -92,6 +92,11 @@ def render_markdown(r: dict) -> str:
     add(f"- Fixture: `{fx['name']}`, corpus version {fx['corpus_version']}, retriever "
         f"`{fx.get('retriever')}`, cases_sha256 {fx['cases_sha256'][:16]}…")
     add(f"- Comparison kind: **{r['comparison_kind']}**")
+    if fx.get("stale_at_run"):
+        add("")
+        add(f"> **Stale fixture:** captured {fx.get('captured_at')}, due for re-capture on "
+            f"{fx.get('next_evaluation_date')}; this run started after that date, so it describes "
+            "retrieval as it was then (`abtest capture` again, then re-run).")
     gold = r.get("golden") or {}
     if gold.get("is_draft"):
         add("")
@@ -278,7 +283,11 @@ def render_markdown(r: dict) -> str:
             f"{_one_line(inc['question'])}")
         for u in inc["unsupported"][:5]:
             add(f"  - {u['verdict']}: {_one_line(u['claim'])}")
-        add(f"  - context: {', '.join(inc['context_ids']) or '(none)'}")
+        chunks = inc.get("context") or [{"id": c, "text": ""} for c in inc["context_ids"]]
+        if not chunks:
+            add("  - context: (none)")
+        for ch in chunks:
+            add(f"  - context `{ch['id']}`: {_one_line(ch['text'], 400)}")
     add("")
     add("## Remediation backlog")
     add("")

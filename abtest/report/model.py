@@ -35,6 +35,9 @@ class Fixture(_Part):
     refresh_every_days: Optional[int] = None
     next_evaluation_date: Optional[str] = Field(
         None, description="captured_at + refresh_every_days: when the fixture is due again")
+    stale_at_run: Optional[bool] = Field(
+        None, description="the run started after next_evaluation_date: it describes an old "
+                          "retrieval")
 
 
 class Variant(_Part):
@@ -328,7 +331,15 @@ class UnsupportedClaim(_Part):
     verdict: str
 
 
+class IncidentChunk(_Part):
+    id: str
+    text: str = Field(description="whitespace collapsed, trimmed to 400 characters")
+
+
 class Incident(_Part):
+    """An answer below the incident faithfulness: its unsupported statements beside the
+    frozen context they were checked against."""
+
     case_id: str
     variant: Literal["A", "B"]
     faithfulness: float
@@ -336,6 +347,7 @@ class Incident(_Part):
     answer: Optional[str]
     unsupported: list[UnsupportedClaim]
     context_ids: list[str]
+    context: Optional[list[IncidentChunk]] = None
 
 
 class PurposeCalls(_Part):

@@ -35,10 +35,11 @@ class Retrieved(list):
     """
 
     def __init__(self, chunks: Iterable[RetrievedChunk] = (), *, keywords: list[str] | None = None,
-                 search_terms: str | None = None):
+                 search_terms: str | None = None, corpus_version: str | None = None):
         super().__init__(chunks)
         self.keywords = keywords
         self.search_terms = search_terms
+        self.corpus_version = corpus_version  # the source's own label, when it has one
 
     @property
     def scores(self) -> list[float] | None:

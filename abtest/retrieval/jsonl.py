@@ -4,6 +4,8 @@ Accepted rows (one JSON object per line, extra keys ignored):
     {"id": "q1", "question": "...", "context": [{"id": "c1", "text": "...", "score"?: 0.8}]}
     {"question": "...", "contexts": ["chunk text", ...]}           RAGAS style
     {"user_input": "...", "retrieved_contexts": ["...", ...]}      newer RAGAS names
+A row's `corpus_version` (a string) is kept on its case; rows without one take
+`--corpus-version`, or today's date, and capture says so.
 Context items may be objects or bare strings; a string (or an object without an id)
 gets the id `sha1(text)[:12]`. Rows match questions by id, else by exact question text.
 """
@@ -77,10 +79,15 @@ class JsonlRetriever(Retriever):
                                        fields={"id": None} if no_id else None))
         kws = row.get("keywords")
         terms = row.get("search_terms")
+        version = row.get("corpus_version")
+        if version is not None and (not isinstance(version, str) or not version.strip()):
+            raise UserError("must be a non-empty string", file=self.path, where=where,
+                            field="corpus_version")
         return {"line": lineno, "id": qid, "question": question, "chunks": chunks,
                 "keywords": kws if isinstance(kws, list) and all(isinstance(x, str) for x in kws)
                 else None,
-                "search_terms": terms if isinstance(terms, str) else None}
+                "search_terms": terms if isinstance(terms, str) else None,
+                "corpus_version": version}
 
     def retrieve_many(self, questions: Sequence[tuple[Hashable, str]], k: int | None = None
                       ) -> dict[Hashable, Retrieved]:
@@ -109,4 +116,5 @@ class JsonlRetriever(Retriever):
             out[qid] = finalize(row["chunks"], k=k, max_chars=self.max_chars, source=self.path,
                                 qid=qid, keywords=row["keywords"],
                                 search_terms=row["search_terms"])
+            out[qid].corpus_version = row["corpus_version"]
         return out
