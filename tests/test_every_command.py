@@ -28,6 +28,8 @@ CASES: dict[str, dict[str, list[str] | None]] = {
              "bad": ["init", "abtest.yaml"], "id": NA},
     "demo": {"ok": ["demo", "demo-dir", "--n", "3", "--model", "fake/gen"], "missing": NA,
              "bad": ["demo", "demo-dir", "--n", "many"], "id": NA},
+    "doctor": {"ok": ["doctor", "--no-load"], "missing": NA,  # reports what is missing, line by line
+               "bad": ["doctor", "--format", "xml"], "id": NA},
     "index": {"ok": ["index", "corpus.jsonl", "--index", "results/i2.duckdb"],
               "missing": ["index", "nope.jsonl"],
               "bad": ["index", "bad.jsonl", "--index", "results/i3.duckdb"], "id": NA},

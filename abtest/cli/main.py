@@ -36,7 +36,7 @@ def cli(ctx, config):
     ctx.obj["config"] = config
 
 
-for _cmd in (project.init, project.demo, capture.index, capture.search, capture.capture,
+for _cmd in (project.init, project.demo, project.doctor, capture.index, capture.search, capture.capture,
              fixtures.fixtures, run.run_cmd, report.report, report.gate, store.export,
              run.snapshot, review.judge_check, review.review, loop.golden, loop.suggest,
              loop.history, loop.compare, live.live, live.serve_demo):

@@ -1,4 +1,5 @@
-"""`abtest init` and `abtest demo`: a working project, from scratch or with the demo."""
+"""`abtest init`, `abtest demo` and `abtest doctor`: a working project, from scratch or with
+the demo, and what this machine can do for it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import sys
 
 import click
 
-from .common import progress
+from .common import config_path, progress
 
 
 # --------------------------------------------------------------------------- project
@@ -36,3 +37,28 @@ def demo(directory, n_questions, model, live, all_judges):
     code = run_demo(directory, n_questions=n_questions, model=model, live=live,
                     all_judges=all_judges, progress=progress)
     sys.exit(code)
+
+
+@click.command()
+@click.option("--call", is_flag=True,
+              help="Send one tiny request to each configured chat model (costs a few tokens).")
+@click.option("--no-load", is_flag=True, help="Do not load the embedded model (a few seconds).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.pass_context
+def doctor(ctx, call, no_load, fmt):
+    """Check, line by line, what a run needs: Python and packages, config, the embedded model,
+    the configured models, the results store, Chromium. Exit 0, or 2 when a line FAILs."""
+    import json
+
+    from ..doctor import as_dicts, run_checks
+
+    checks = run_checks(config_path(ctx), call=call, load_embedded=not no_load)
+    if fmt == "json":
+        click.echo(json.dumps(as_dicts(checks), indent=2))
+    else:
+        width = max(len(c.name) for c in checks)
+        for c in checks:
+            click.echo(f"{c.status:<4}  {c.name:<{width}}  {c.detail}")
+    if any(c.status == "FAIL" for c in checks):
+        sys.exit(2)

@@ -3,8 +3,9 @@ embedded default model it serves as the `local/` provider."""
 
 from .gateway import (LOCAL_PREFIX, Gateway, GatewayStats, LLMResult, ModelDriftError,
                       call_hash, canonical_hash, check_credentials, count_tokens, embed,
-                      estimate_cost, preload, register_scripted_provider, rerank)
+                      estimate_cost, preload, provider_keys_missing, register_scripted_provider,
+                      rerank)
 
 __all__ = ["LOCAL_PREFIX", "Gateway", "GatewayStats", "LLMResult", "ModelDriftError", "call_hash",
            "canonical_hash", "check_credentials", "count_tokens", "embed", "estimate_cost",
-           "preload", "register_scripted_provider", "rerank"]
+           "preload", "provider_keys_missing", "register_scripted_provider", "rerank"]

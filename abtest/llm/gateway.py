@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import random
@@ -302,6 +303,21 @@ def check_credentials(spec: ModelSpec, *, where: str) -> None:
     if spec.api_key_env and not os.environ.get(spec.api_key_env):
         raise UserError(f"environment variable {spec.api_key_env} is not set (API key for model "
                         f"{spec.model})", field=f"{where}.api_key_env")
+
+
+def provider_keys_missing(spec: ModelSpec) -> list[str]:
+    """The provider's key variables litellm looks for and does not find (no api_key_env, no
+    api_base: a hosted provider); names only, never values."""
+    if spec.model.startswith(LOCAL_PREFIX) or spec.api_key_env or spec.api_base:
+        return []
+    if spec.model.split("/", 1)[0] in _TEST_PROVIDERS:
+        return []
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # litellm prints a provider list
+            found = _litellm().validate_environment(model=spec.model)
+    except Exception:  # an unknown provider: litellm cannot say, the call will
+        return []
+    return [k for k in found.get("missing_keys") or [] if k.endswith("_KEY") or "TOKEN" in k]
 
 
 @dataclass
