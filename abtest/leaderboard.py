@@ -44,7 +44,7 @@ def leaderboard(models: list[str], reports: dict[str, dict], threshold: float = 
              "coverage": _side(first, "a", "coverage"),
              "refusal_answerable": ((first["metrics"].get("abstention") or {}).get("answerable") or {}).get("a"),
              "refusal_unanswerable": ((first["metrics"].get("abstention") or {}).get("unanswerable") or {}).get("a"),
-             "pairwise_vs_baseline": None, "run_id": None, "status": first["status"]}]
+             "pairwise_vs_baseline": None, "run_id": first["run_id"], "status": first["status"]}]
     for m in models[1:]:
         r = reports[m]
         ab = r["metrics"].get("abstention") or {}

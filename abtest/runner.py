@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from .config import LoadedConfig
-from .errors import UserError
+from .errors import IncompleteError, UserError
 from .fixtures import Fixture, load_fixture
 from .models import Case, ModelSpec
 from .variants import (LoadedVariant, load_variant, messages_sha256, render_context,
@@ -493,7 +493,8 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
                 case = pending.pop(fut)
-                submit_next()
+                if not drift:  # after drift no new case starts: its answers would not compare
+                    submit_next()
                 try:
                     oc = fut.result()
                 except ModelDriftError as exc:
@@ -510,12 +511,13 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
     if drift:
         store.update_run(run_id, status="incomplete", finished_at=datetime.now(timezone.utc)
                          .replace(tzinfo=None))
-        raise UserError(drift[0])
+        raise IncompleteError(f"{drift[0]}; the run stops here, incomplete: start a new run once "
+                              "the provider serves one version (pin a dated model name)")
     status = "complete" if not unfinished else "incomplete"
     store.update_run(run_id, status=status,
                      finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
     st = gw.stats
-    total_calls = store.count_first_attempts(run_id)
+    total_calls = store.count_distinct_calls(run_id)
     n_all = len(plan.fixture)
     return RunResult(run_id, status, n_all, sorted(unfinished), st.provider_calls,
                      st.cache_hits, time.monotonic() - t0, plan.comparison_kind,

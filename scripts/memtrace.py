@@ -80,7 +80,7 @@ def install() -> None:
     _trace_shutdown()
 
     _wrap(store.Store, "update_run", "store.update_run")
-    _wrap(store.Store, "count_first_attempts", "store.count_first_attempts")
+    _wrap(store.Store, "count_distinct_calls", "store.count_distinct_calls")
     _wrap(store.writer.GroupCommit, "close", "writer drain and stop")
     _wrap(store.Store, "close", "store.close (incl. writer)")
 

@@ -356,8 +356,20 @@ def test_model_version_drift_stops_the_run(project, brain):
                                                                            "concurrency: 1"))
     r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
                                  "--b", "variants/b.yaml"])
-    assert r.exit_code == 2
-    assert "resolved to 'gen-v2'" in r.stderr and "not be like for like" in r.stderr
+    # drift stops the run as incomplete (exit 3), naming both versions; no case starts after it
+    assert r.exit_code == 3, r.stderr
+    line = [ln for ln in r.stderr.splitlines() if ln.startswith("abtest: incomplete:")]
+    assert len(line) == 1 and "model version drift: fake/gen resolved to" in line[0]
+    assert "'gen-v2'" in line[0] and "and then to" in line[0]
+    first = line[0].split("resolved to '")[1].split("'")[0]
+    assert first != "gen-v2" and first in line[0]
+    rep = json.loads(CliRunner().invoke(cli, ["report", "latest", "--format", "json"]).stdout)
+    assert rep["status"] == "incomplete"
+    versions = rep["models"]["generator"]["drift"]["fake/gen"]
+    assert len(versions) == 2 and any(v.startswith("gen-v2") for v in versions)
+    assert f"model version drift: the generator resolved to {', '.join(versions)}" in \
+        rep["claim"]["reasons"]
+    assert rep["gate"]["exit_code"] == 3
 
 
 def test_shipped_injection_fixture_is_neutralised(tmp_path, monkeypatch, brain):

@@ -278,3 +278,71 @@ def test_a_banned_phrase_in_b_enters_the_taxonomy_and_the_backlog(tmp_path, monk
     assert failed and rep["taxonomy"]["banned_phrase"] == failed
     row = next(x for x in rep["remediation"] if x["item"].startswith("banned phrase"))
     assert row["priority"] == "P2" and "must_not_say" in row["likely_cause"]
+
+
+def test_a_model_comparison_is_not_drift_and_names_its_runs(tmp_path, monkeypatch):
+    import json
+
+    install(Brain())
+    p = make_project(tmp_path)
+    monkeypatch.chdir(p)
+    args = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+            "--models", "fake/gen,fake/gen2"]
+    bad = CliRunner().invoke(cli, args + ["--run-id", "mine"])
+    assert bad.exit_code == 2 and "--models starts one run per model" in _one_line(bad)
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0, r.stderr
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("fake/")]
+    assert sorted(row[0] for row in rows) == ["fake/gen", "fake/gen2"]
+    rid = CliRunner().invoke(cli, ["history", "--format", "json"])
+    runs = json.loads(rid.stdout)
+    run_ids = {x["run_id"] for x in (runs if isinstance(runs, list) else runs["runs"])}
+    assert all(row[-2] in run_ids for row in rows)  # each row names a run in the store
+    rep = json.loads(CliRunner().invoke(cli, ["report", "latest", "--format", "json"]).stdout)
+    gen = rep["models"]["generator"]
+    assert gen["requested"] == "fake/gen | fake/gen2" and len(gen["resolved"]) == 2
+    assert gen["drift"] == {}
+    assert not any("drift" in reason for reason in rep["claim"]["reasons"])
+    assert any(reason.startswith("model comparison") for reason in rep["claim"]["reasons"])
+
+
+def test_calls_per_case_counts_each_logical_call_once_across_resumes(tmp_path, monkeypatch):
+    import json
+    import re
+
+    def per_case(stderr):
+        return float(re.search(r"([\d.]+) LLM calls per case", stderr).group(1))
+
+    # the same run, clean, in its own project: what the count must be
+    install(Brain())
+    clean = make_project(tmp_path / "clean")
+    monkeypatch.chdir(clean)
+    r = CliRunner().invoke(cli, RUN)
+    assert r.exit_code == 0
+    want = per_case(r.stderr)
+    want_calls = json.loads(CliRunner().invoke(cli, ["report", "latest", "--format", "json"])
+                            .stdout)["calls"]
+
+    brain = install(Brain())
+    fail = {"on": True}
+
+    def flaky(messages, req):  # every call about Rollo fails while `on`
+        if fail["on"] and "Rollo" in messages[-1]["content"]:
+            return RuntimeError("provider down")
+        return None
+    brain.override = flaky
+    p = make_project(tmp_path / "p")
+    monkeypatch.chdir(p)
+    assert CliRunner().invoke(cli, RUN).exit_code == 3
+    r = CliRunner().invoke(cli, RUN + ["--resume"])  # errors are not retried: still incomplete
+    assert r.exit_code == 3
+    fail["on"] = False
+    r = CliRunner().invoke(cli, RUN + ["--resume", "--retry-errors"])
+    assert r.exit_code == 0, r.stderr
+    assert per_case(r.stderr) == want
+    calls = json.loads(CliRunner().invoke(cli, ["report", "latest", "--format", "json"])
+                       .stdout)["calls"]
+    assert calls["distinct_calls"] == want_calls["distinct_calls"]
+    assert calls["calls_per_case"] == want_calls["calls_per_case"] == want
+    # the attempts are their own figure: the failed ones and the retries are all there
+    assert calls["provider_attempts"] > want_calls["provider_attempts"]

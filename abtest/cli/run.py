@@ -45,6 +45,12 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
     if models:
         from ..leaderboard import run_models
 
+        if run_id or resume:
+            from ..errors import UserError
+
+            raise UserError("--models starts one run per model and prints their ids; --run-id "
+                            "and --resume name one run", field="--run-id" if run_id else "--resume")
+
         board = run_models(lc, fixture, a_path, models.split(","), progress=progress)
         from tabulate import tabulate
 

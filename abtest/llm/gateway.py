@@ -425,8 +425,8 @@ class Gateway:
         with self._stats_lock:
             prev = self.pinned.setdefault(requested, resolved)
         if prev != resolved:
-            raise ModelDriftError(f"model {requested} resolved to {resolved!r} but this run pinned "
-                                  f"{prev!r}; the comparison would not be like for like")
+            raise ModelDriftError(f"model version drift: {requested} resolved to {prev!r} and then "
+                                  f"to {resolved!r}; the comparison would not be like for like")
 
     def _log(self, res: LLMResult, spec: ModelSpec, purpose: str, case_id: str | None,
              attempt: int, cache: dict | None = None) -> None:

@@ -233,19 +233,27 @@ def _fixture_schedule(run: dict) -> dict:
 
 
 def _models(store, run: dict) -> dict:
+    """Requested and resolved models; `drift` lists a requested model that resolved to more
+    than one version (a model comparison's two generators are two models, not drift)."""
     resolved = store.resolved_models(run["run_id"])
     gen_req = run["generator_model"]
     gens = [g.strip() for g in gen_req.split("|")]
+
+    def drifted(names):
+        return {g: resolved[g] for g in names if len(resolved.get(g, [])) > 1}
+
     return {"generator": {"requested": gen_req,
-                          "resolved": sorted({r for g in gens for r in resolved.get(g, [])})},
+                          "resolved": sorted({r for g in gens for r in resolved.get(g, [])}),
+                          "drift": drifted(gens)},
             "judge": {"requested": run["judge_model"],
-                      "resolved": resolved.get(run["judge_model"], [])}}
+                      "resolved": resolved.get(run["judge_model"], []),
+                      "drift": drifted([run["judge_model"]])}}
 
 
 def calls_summary(store, run_id: str, n: int) -> dict:
     summ = store.call_summary(run_id)
     attempts = sum(r["provider_attempts"] for r in summ.values())
-    logical = len({(r["call_hash"]) for r in store.llm_calls(run_id)})
+    logical = store.count_distinct_calls(run_id)
     return {"by_purpose": {k: {kk: vv for kk, vv in v.items() if kk != "purpose"}
                            for k, v in summ.items()},
             "provider_attempts": attempts, "distinct_calls": logical,

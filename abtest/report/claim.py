@@ -142,9 +142,13 @@ def licensed_claim(report: dict, cfg) -> dict:
         reasons.append("model comparison: the variants use different generator models, so this is "
                        "not a prompt comparison")
     for role in ("generator", "judge"):
-        if len(report["models"][role]["resolved"]) > 1:
-            reasons.append(f"model version drift: the {role} resolved to "
-                           f"{', '.join(report['models'][role]['resolved'])}")
+        use = report["models"][role]
+        # one requested model, several versions; a report without `drift` (older) counts any
+        drift = use.get("drift")
+        if drift is None and len(use["resolved"]) > 1:
+            drift = {use["requested"]: use["resolved"]}
+        for versions in (drift or {}).values():
+            reasons.append(f"model version drift: the {role} resolved to {', '.join(versions)}")
     if report["self_judge"]:
         reasons.append("self-judging: the judge model is the generator model")
     if report["status"] == "complete":

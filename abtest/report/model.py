@@ -51,9 +51,11 @@ class Variants(_Part):
 
 
 class ModelUse(_Part):
-    requested: str
-    resolved: list[str] = Field(description="every version the provider reported; more than "
-                                            "one is drift and withholds the claim")
+    requested: str = Field(description="a model comparison's generators as 'm1 | m2'")
+    resolved: list[str] = Field(description="every version the provider reported")
+    drift: Optional[dict[str, list[str]]] = Field(
+        None, description="requested model → its versions, for each that resolved to more than "
+                          "one: drift withholds the claim")
 
 
 class Models(_Part):

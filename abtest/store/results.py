@@ -335,9 +335,10 @@ class Store:
             ops.insert(0, self._cache_op(cache))
         self._write(ops)
 
-    def count_first_attempts(self, run_id: str) -> int:
-        """LLM calls of a run, retries not counted (cache hits are attempt 0)."""
-        return self._rows("SELECT count(*) AS n FROM llm_calls WHERE run_id = ? AND attempt IN (0, 1)",
+    def count_distinct_calls(self, run_id: str) -> int:
+        """The run's logical LLM calls: each request once, however many attempts, cache hits or
+        resumed processes it took (those are `call_summary`'s own figures)."""
+        return self._rows("SELECT count(DISTINCT call_hash) AS n FROM llm_calls WHERE run_id = ?",
                           [run_id])[0]["n"]
 
     def errored_case_ids(self, run_id: str) -> set[str]:
