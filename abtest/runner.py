@@ -24,7 +24,7 @@ from typing import Callable
 from .config import LoadedConfig
 from .errors import IncompleteError, UserError
 from .fixtures import Fixture, load_fixture
-from .models import Case, ModelSpec
+from .models import Case, ModelSpec, Variant
 from .variants import (LoadedVariant, load_variant, messages_sha256, render_context,
                        render_messages)
 
@@ -226,6 +226,10 @@ def dry_run(lc: LoadedConfig, plan: RunPlan) -> dict:
     if "keywords" in judges:
         per_case_judge += 1
     judge_calls = per_case_judge * n
+    repeat_calls = 0
+    if "pairwise" in judges and lc.config.judge_repeats:  # K re-asks, both orders, on a sample
+        repeat_calls = 2 * lc.config.judge_repeats * min(lc.config.judge_repeat_cases, n)
+    judge_calls += repeat_calls
     ctx_tokens = plan.context_chars // 4
     judge_prompt_tokens = judge_calls * (ctx_tokens // max(n, 1) + 300)
     costs = {
@@ -236,6 +240,7 @@ def dry_run(lc: LoadedConfig, plan: RunPlan) -> dict:
     return {"cases": n, "provider_calls": {"generator": gen_calls,
                                            "judge": {plan.judge.model: judge_calls}},
             "calls_per_case_max": round((2 * n + judge_calls) / n, 1) if n else 0,
+            "judge_repeat_calls": repeat_calls,
             "estimated_tokens": {"generator_prompt": tok_a + tok_b,
                                  "generator_completion_max": 2 * n * plan.gen_a.max_tokens,
                                  "judge_prompt_approx": judge_prompt_tokens},
@@ -308,6 +313,7 @@ def start_run(lc: LoadedConfig, store, plan: RunPlan, *, run_id: str | None = No
     info = {"pipeline_reasons": plan.pipeline_reasons, "overflow": plan.overflow,
             "input_budget": plan.input_budget, "token_method": plan.token_method,
             "self_judge": plan.self_judge, "judges": lc.config.judges,
+            "conformance_rubric": conformance_rubric(plan.a.variant, plan.b.variant),
             "python": sys.version.split()[0]}
     store.create_run({
         "run_id": run_id, "kind": "frozen", "fixture_name": plan.fixture.name,
@@ -345,16 +351,37 @@ def _judge_case(gw, lc: LoadedConfig, store, run_id: str, case: Case, answers: d
                 out.errors.append(f"{row['judge']}[{row['subject']}]: {row['error']}")
 
 
+def conformance_rubric(a: Variant, b: Variant) -> dict | None:
+    """The one rubric both answers are scored against, so conformance is a paired comparison:
+    B's when B sets one (B is the change under test), else A's; None when neither does."""
+    ra = a.rubric if a.style and a.rubric else None
+    rb = b.rubric if b.style and b.rubric else None
+    if rb is None and ra is None:
+        return None
+    rubric, side = (rb, "B") if rb else (ra, "A")
+    if ra and rb and ra != rb:
+        note = ("A and B set different rubrics; both answers are scored against B's (the change "
+                "under test), A's is not used")
+    elif ra and rb:
+        note = None
+    else:
+        note = (f"only {side} sets a rubric; both answers are scored against it, so the "
+                "difference shows how far the change moved the style toward it")
+    return {"from": side, "text": rubric, "note": note}
+
+
 def _conformance(gw, lc, store, run_id, case, answers, variants, out):
     from . import judges as J
 
-    for v, lv in variants.items():
-        if lv.variant.style and lv.variant.rubric:
-            row = J.rubric(gw, lc.config.judge, case, "conformance", v,
-                           {"rubric": lv.variant.rubric, "answer": answers[v]})
-            store.put_judgment({"run_id": run_id, **row})
-            if row.get("error"):
-                out.errors.append(f"conformance[{v}]: {row['error']}")
+    cr = conformance_rubric(variants["A"].variant, variants["B"].variant)
+    if cr is None:
+        return
+    for v in variants:
+        row = J.rubric(gw, lc.config.judge, case, "conformance", v,
+                       {"rubric": cr["text"], "answer": answers[v]})
+        store.put_judgment({"run_id": run_id, **row})
+        if row.get("error"):
+            out.errors.append(f"conformance[{v}]: {row['error']}")
 
 
 def _fanout(pool):

@@ -71,6 +71,14 @@ def test_demo_all_judges_shows_every_score(tmp_path, monkeypatch):
     for k in ("pairwise", "faithfulness", "coverage", "abstention", "quality", "relevance", "keywords"):
         assert rep["metrics"].get(k), k
     assert rep["metrics"]["keywords"]["n"] == 4
+    s = rep["metrics"]["keywords"]["summary"]
+    want = (f"Search-keyword quality (the captured keywords, the same for A and B): average "
+            f"{s['average']:.3f}, median {s['median']:.3f} over 4 case(s).")
+    md = (d / "results" / f"report-{run_id}.md").read_text()
+    assert want in md
+    html = CliRunner().invoke(cli, ["--config", str(d / "abtest.yaml"), "report", run_id,
+                                    "--format", "html"]).stdout
+    assert want in html
 
 
 def test_demo_fixture_records_no_machine_path(tmp_path):

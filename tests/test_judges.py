@@ -284,6 +284,21 @@ def test_judge_repeats_measure_test_retest(project, brain):
     tr = rep["judge_noise"]
     assert tr["repeats"] == 2 and tr["n_items"] > 0
     assert tr["agreement"] == 1.0  # the scripted judge is deterministic
+    # shown where people read, not only in the JSON
+    want = (f"Judge test-retest: the pairwise judge re-asked 2x on {tr['n_items']} case(s); "
+            f"{tr['n_comparisons']} repeated verdicts agree with the first in 1.000 of them.")
+    assert want in CliRunner().invoke(cli, ["report", "latest"]).stdout
+    assert want in CliRunner().invoke(cli, ["report", "latest", "--format", "html"]).stdout
+    # the dry run counts the re-asks: K × 2 orders × min(sample, N) more judge calls
+    dry = json.loads(CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a",
+                                              "variants/a.yaml", "--b", "variants/b.yaml",
+                                              "--dry-run", "--judge-repeats", "3"]).stdout)
+    assert dry["judge_repeat_calls"] == 3 * 2 * 4
+    base = json.loads(CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a",
+                                               "variants/a.yaml", "--b", "variants/b.yaml",
+                                               "--dry-run", "--judge-repeats", "0"]).stdout)
+    judge = next(iter(dry["provider_calls"]["judge"].values()))
+    assert judge - next(iter(base["provider_calls"]["judge"].values())) == 24
 
 
 def test_relevance_llm_rating_is_labelled(project, brain):
@@ -331,9 +346,25 @@ def test_conformance_only_for_stylistic_variants(project, brain):
     rep = json.loads(CliRunner().invoke(cli, ["report", r.stdout.strip().splitlines()[-1],
                                               "--format", "json"]).stdout)
     conf = [c for c in brain.calls if "<rubric>" in c["messages"][-1]["content"]]
-    assert len(conf) == 4  # only B declares a rubric: one call per case
-    assert "Plain sentences" in conf[0]["messages"][-1]["content"]
-    assert rep["metrics"]["conformance"]["dropped"]["a_only"] == ["q1", "q2", "q3", "q4"]
+    # only B declares a rubric: both answers are scored against it (a paired comparison)
+    assert len(conf) == 8
+    assert all("Plain sentences" in c["messages"][-1]["content"] for c in conf)
+    m = rep["metrics"]["conformance"]
+    assert m["n"] == 4 and m["n_dropped"] == 0
+    assert m["rubric"]["from"] == "B" and "only B sets a rubric" in m["rubric"]["note"]
+    md = CliRunner().invoke(cli, ["report", "latest"]).stdout
+    assert "Conformance: only B sets a rubric" in md
+    # both set one, differently: B's is used for both, and the report says A's is not used
+    Path("variants/a.yaml").write_text(Path("variants/a.yaml").read_text()
+                                       + "style: true\nrubric: Long flowing paragraphs.\n")
+    brain.calls.clear()
+    r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                                 "--b", "variants/b.yaml"])
+    assert r.exit_code == 0, r.stderr
+    conf = [c for c in brain.calls if "<rubric>" in c["messages"][-1]["content"]]
+    assert not any("Long flowing" in c["messages"][-1]["content"] for c in brain.calls)
+    rep = json.loads(CliRunner().invoke(cli, ["report", "latest", "--format", "json"]).stdout)
+    assert "A's is not used" in rep["metrics"]["conformance"]["rubric"]["note"]
 
 
 def test_model_version_drift_stops_the_run(project, brain):

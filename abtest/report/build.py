@@ -119,6 +119,8 @@ def _build_report(store, run_id: str, config=None) -> dict:
                                                        judges)
         metrics["checks"] = checks_table(chk_by, finished_set, alpha)
         metrics.setdefault("conformance", None)
+        if metrics["conformance"] and info.get("conformance_rubric"):
+            metrics["conformance"]["rubric"] = info["conformance_rubric"]
     # --- human validation, incidents, claim, taxonomy ----------------------
     validation = run_judge_validation(store, run_id, cfg)
     incidents = _incidents(finished, jv, claims, gen_by, cases, cfg)

@@ -21,6 +21,7 @@ from html import escape as _escape
 from typing import Any, Iterable
 
 from ..fmt import interval, num, pct
+from .markdown import extra_judge_lines
 from .metrics import SCORE_JUDGES
 
 
@@ -625,9 +626,13 @@ def _metrics(r: dict) -> str:
                            if lb.get("separable") else
                            "Preference and length cannot be separated in these data.")
                         + (f" <strong>{esc(lb.get('caveat'))}.</strong>" if lb.get("caveat") else ""))
+        diag += [esc(line) for line in extra_judge_lines(r)]
         out.append("<ul>" + "".join(f"<li>{d}</li>" for d in diag) + "</ul>")
     else:
         out.append("</figure>")
+        extra = extra_judge_lines(r)
+        if extra:
+            out.append("<ul>" + "".join(f"<li>{esc(line)}</li>" for line in extra) + "</ul>")
     out.append("<h3>Per-case faithfulness</h3>")
     out.append('<figure id="scatter-figure">' + svg_scatter(_l(r.get("per_case"))) +
                "<figcaption>Each point is one finished case; points above the dashed diagonal scored "

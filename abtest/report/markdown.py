@@ -71,6 +71,27 @@ def judge_validation_md(val: dict) -> str:
             + f"\n\nRule: {val.get('rule')}.")
 
 
+def extra_judge_lines(r: dict) -> list[str]:
+    """Judge test-retest noise and the keyword-quality judge, as plain sentences (both
+    renderers show them; neither enters the claim)."""
+    out = []
+    jn = r.get("judge_noise") if isinstance(r.get("judge_noise"), dict) else None
+    if jn:
+        out.append(f"Judge test-retest: the pairwise judge re-asked {num(jn.get('repeats'))}x on "
+                   f"{num(jn.get('n_items'))} case(s); {num(jn.get('n_comparisons'))} repeated "
+                   f"verdicts agree with the first in {num(jn.get('agreement'))} of them.")
+    kw = (r.get("metrics") or {}).get("keywords")
+    if isinstance(kw, dict):
+        s = kw.get("summary") if isinstance(kw.get("summary"), dict) else {}
+        out.append(f"Search-keyword quality (the captured keywords, the same for A and B): "
+                   f"average {num(s.get('average'))}, median {num(s.get('median'))} over "
+                   f"{num(kw.get('n'))} case(s).")
+    rub = ((r.get("metrics") or {}).get("conformance") or {}).get("rubric")
+    if isinstance(rub, dict) and rub.get("note"):
+        out.append(f"Conformance: {rub['note']}")
+    return out
+
+
 def render_markdown(r: dict) -> str:
     from tabulate import tabulate
 
@@ -239,6 +260,8 @@ def render_markdown(r: dict) -> str:
                    f"{num(lb['lc_ci_high'])})." if lb.get("separable") else
                    "Preference and length cannot be separated in these data.")
                 + (f" **{lb['caveat']}.**" if lb.get("caveat") else ""))
+    for line in extra_judge_lines(r):
+        add(f"- {line}")
     summaries = _score_summaries(m)
     if summaries:
         add("")

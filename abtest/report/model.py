@@ -204,6 +204,9 @@ class ScoreMetric(_Paired):
     margin: Num = None
     noninferiority: Optional[NonInferiority] = None
     method: Optional[str] = Field(None, description="relevance only: how it was measured")
+    rubric: Optional[dict[str, Optional[str]]] = Field(
+        None, description="conformance only: the one rubric both answers were scored against "
+                          "(`from` A or B, `text`, `note`)")
 
 
 class Interval(_Part):
