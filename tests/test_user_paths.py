@@ -346,3 +346,51 @@ def test_calls_per_case_counts_each_logical_call_once_across_resumes(tmp_path, m
     assert calls["calls_per_case"] == want_calls["calls_per_case"] == want
     # the attempts are their own figure: the failed ones and the retries are all there
     assert calls["provider_attempts"] > want_calls["provider_attempts"]
+
+
+def test_a_local_servers_model_file_path_is_shown_as_its_name(tmp_path, monkeypatch):
+    """llama.cpp's server answers with the GGUF path as `model`: reports show the file's name;
+    the path stays in the store as detail."""
+    import importlib.util
+    import json
+    import sys
+    import time as _time
+    from pathlib import Path
+
+    from abtest.store import Store
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "fake_llm_server.py"
+    spec = importlib.util.spec_from_file_location("fake_llm_server", script)
+    fls = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("fake_llm_server", fls)
+    spec.loader.exec_module(fls)
+    path = "/srv/models/qwen2.5-0.5b-instruct-q4_k_m.gguf"
+
+    def responder(body):
+        content = fls.default_content(body)
+        return {"status": 200, "body": {
+            "id": "x", "object": "chat.completion", "created": int(_time.time()), "model": path,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}}}
+
+    p = make_project(tmp_path)
+    monkeypatch.chdir(p)
+    with fls.FakeLLMServer(max_seconds=120, responder=responder) as llm:
+        base = f"http://127.0.0.1:{llm.port}/v1"
+        (p / "abtest.yaml").write_text(CONFIG.replace(
+            "{model: fake/gen,", "{model: openai/qwen, api_base: '%s'," % base).replace(
+            "judge: {model: fake/judge,", "judge: {model: openai/judge, api_base: '%s'," % base)
+            .replace("judges: [pairwise, faithfulness, coverage, abstention]", "judges: [pairwise]"))
+        r = CliRunner().invoke(cli, RUN)
+    assert r.exit_code == 0, r.stderr
+    out = CliRunner().invoke(cli, ["report", "latest", "--format", "json"]).stdout
+    rep = json.loads(out)
+    assert rep["models"]["generator"]["resolved"] == ["qwen2.5-0.5b-instruct-q4_k_m.gguf"]
+    assert "/srv/models" not in out
+    st = Store(p / "results" / "abtest.duckdb", read_only=True)
+    try:
+        details = {c["model_detail"] for c in st.llm_calls(rep["run_id"])}
+    finally:
+        st.close()
+    assert details == {path}

@@ -331,6 +331,7 @@ class LLMResult:
     cost: float | None = None
     latency_ms: float | None = None
     cached: bool = False
+    model_detail: str | None = None  # what the provider said when model_resolved shortens it
     call_hash: str = ""
     attempts: int = 0
     retryable: bool = False
@@ -438,7 +439,7 @@ class Gateway:
             "system_fingerprint": res.system_fingerprint, "prompt_tokens": res.prompt_tokens,
             "completion_tokens": res.completion_tokens, "cost": res.cost,
             "latency_ms": res.latency_ms, "error": res.error, "attempt": attempt,
-            "cached": res.cached}, cache=cache)
+            "cached": res.cached, "model_detail": res.model_detail}, cache=cache)
 
     def _kwargs(self, spec: ModelSpec, messages, response_format, max_tokens) -> dict:
         kw = _aux_kwargs(spec, self.timeout_s)
@@ -547,12 +548,31 @@ def _result_from(litellm, resp, h: str, latency_ms: float) -> LLMResult:
             cost = float(litellm.completion_cost(completion_response=resp))
         except Exception:
             cost = None
+    model, detail = model_id(getattr(resp, "model", None))
     return LLMResult(
-        content=content, model_resolved=getattr(resp, "model", None),
+        content=content, model_resolved=model, model_detail=detail,
         system_fingerprint=getattr(resp, "system_fingerprint", None),
         prompt_tokens=getattr(usage, "prompt_tokens", None) if usage else None,
         completion_tokens=getattr(usage, "completion_tokens", None) if usage else None,
         cost=cost, latency_ms=latency_ms, call_hash=h)
+
+
+_MODEL_FILE = (".gguf", ".ggml", ".bin", ".safetensors", ".onnx")
+
+
+def model_id(resolved):
+    """(the model's id, detail): a local OpenAI-compatible server (llama.cpp, …) reports the
+    model file's path as its model; the id shown is the file's name and the path stays as
+    detail (the store's llm_calls.model_detail), out of reports."""
+    if not isinstance(resolved, str):
+        return resolved, None
+    looks_like_path = resolved.startswith(("/", "./", "../", "~")) or \
+        (len(resolved) > 2 and resolved[1] == ":" and resolved[2] in "\\/") or \
+        ("/" in resolved or "\\" in resolved) and resolved.lower().endswith(_MODEL_FILE)
+    if not looks_like_path:
+        return resolved, None
+    name = resolved.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    return (name or resolved), resolved
 
 
 def _describe(exc: Exception) -> str:

@@ -141,3 +141,10 @@ def m004_cache_key(con) -> None:
         con.execute("ALTER TABLE response_cache__keyed RENAME TO response_cache")
     finally:
         con.remove_function("abtest_cache_key")
+
+
+@migration
+def m005_model_detail(con) -> None:
+    """`llm_calls.model_detail`: what the provider said when model_resolved shortens it (a local
+    server's model file path; the id shown is the file's name)."""
+    con.execute("ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS model_detail VARCHAR")
