@@ -86,3 +86,19 @@ def _store_trims_often(monkeypatch):
     import abtest.store.writer
 
     monkeypatch.setattr(abtest.store.writer, "TRIM_EVERY", 7)
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under CI=true a skipped test is a failure: a test CI skips proves nothing, so what it
+    needs (Chromium, node, ../shared data, the embedded model) must be installed there."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped and _in_ci() and not hasattr(rep, "wasxfail"):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        rep.outcome = "failed"
+        rep.longrepr = f"skipped under CI=true (a skip proves nothing in CI): {reason}"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from abtest.cli.live import live
+from abtest.cli import cli
 from fakes import Brain, install
 
 CORPUS = [
@@ -61,7 +61,8 @@ def servers(**kw_a):
 
 
 def invoke_live(*args):
-    r = CliRunner().invoke(live, ["--retries", "1", "--backoff", "0.01", *args],
+    # through the top-level command, as a user runs it (its registration is part of the test)
+    r = CliRunner().invoke(cli, ["live", "--retries", "1", "--backoff", "0.01", *args],
                            catch_exceptions=False)
     return r.exit_code, r.stdout, r.stderr
 
@@ -451,9 +452,122 @@ def test_a_figure_measured_two_ways_is_not_divided():
 
     def rep(method):
         return {"metrics": {"relevance": {"a": 0.5, "b": 0.7, "difference": 0.2,
-                                          "method": method}}}
+                                          "method": method}},
+                "per_case": [{"case_id": "q1", "finished": True, "relevance_a": 0.5,
+                              "relevance_b": 0.7}]}
 
     same = frozen_comparison_rows(rep("embedding"), rep("embedding"))[0]
     assert same["ratio"] == pytest.approx(1.0) and same["survival"] == "survived"
     two = frozen_comparison_rows(rep("embedding"), rep("LLM 0-1 rating"))[0]
     assert two["ratio"] is None and two["survival"].startswith("not comparable")
+
+
+def test_frozen_vs_live_uses_exactly_the_cases_both_runs_finished(live_project, brain):
+    """The frozen run covers q1..q4; the live run asks q1, q2, q4 and a question the fixture
+    does not have. Each frozen and live figure is the mean over the shared cases only."""
+    from abtest.report.build import build_report
+    from abtest.report.live import build_live_report, render_live
+
+    fid = frozen_run_id()
+    golden = [q for q in GOLDEN if q["id"] != "q3"] + [
+        {"id": "q9", "question": "Who founded Normandy?", "reference_answer": "Rollo"}]
+    Path("golden2.jsonl").write_text("\n".join(json.dumps(q) for q in golden) + "\n")
+    a, b = servers()
+    with a, b:
+        code, out, err = invoke_live("--golden", "golden2.jsonl", "--a", a.url, "--b", b.url,
+                                     "--frozen-run", fid)
+    assert code == 0, err
+    run_id = out.strip().splitlines()[-1]
+    with open_store() as s:
+        rep = build_live_report(s, run_id)
+        frozen = build_report(s, fid)
+    cc = rep["frozen_comparison_cases"]
+    assert (cc["n"], cc["frozen_only"], cc["live_only"]) == (3, 1, 1)
+    shared = ["q1", "q2", "q4"]
+    fr = {r["case_id"]: r for r in frozen["per_case"]}
+    lr = {r["case_id"]: r for r in rep["per_case"]}
+    score = {"B": 1.0, "A": 0.0, "tie": 0.5}
+    rows = {r["metric"]: r for r in rep["frozen_comparison"]}
+    # pairwise: B's win score (ties half) minus A's, over the three shared cases
+    want_f = sum(2 * score[fr[c]["pairwise"]] - 1 for c in shared) / 3
+    want_l = sum(2 * score[lr[c]["pairwise"]] - 1 for c in shared) / 3
+    assert rows["pairwise"]["n"] == 3
+    assert rows["pairwise"]["frozen_difference"] == pytest.approx(want_f)
+    assert rows["pairwise"]["live_difference"] == pytest.approx(want_l)
+    # the whole frozen run's figure (over q1..q4) is not what is compared
+    assert frozen["metrics"]["pairwise"]["difference"] != pytest.approx(want_f)
+    ids = [c for c in shared if fr[c].get("faithfulness_a") is not None and
+           fr[c].get("faithfulness_b") is not None and lr[c].get("faithfulness_a") is not None
+           and lr[c].get("faithfulness_b") is not None]
+    f = rows["faithfulness"]
+    assert f["n"] == len(ids) and f["frozen_b"] == pytest.approx(
+        sum(fr[c]["faithfulness_b"] for c in ids) / len(ids))
+    unans = rows["abstention_unanswerable"]
+    assert unans["n"] == 1 and unans["frozen_b"] == 1.0 and unans["live_a"] == 0.0
+    assert "citation_accuracy" not in rows  # no per-case value: not compared
+    md = render_live(rep, "md")
+    assert "Over the 3 case(s) both runs finished (1 only in the frozen run, 1 only in the live " \
+           "run)" in md
+    html = render_live(rep, "html")
+    assert "<pre" not in html and '<section id="frozen-vs-live">' in html
+    assert "Over the 3 case(s) both runs finished" in html
+
+
+def test_the_live_html_report_is_a_page_with_escaped_text(live_project, brain):
+    """A real page (sections, tables, the two claims apart), parsed as XML: model and question
+    text with markup stays text."""
+    import xml.etree.ElementTree as ET
+
+    from abtest.report.live import build_live_report, render_live
+
+    golden = GOLDEN + [{"id": "q5", "question": "<script>alert(1)</script> & \"Normandy\"?",
+                        "reference_answer": "x"}]
+    Path("golden3.jsonl").write_text("\n".join(json.dumps(q) for q in golden) + "\n")
+    fid = frozen_run_id()
+    a, b = servers()
+    with a, b:
+        code, out, err = invoke_live("--golden", "golden3.jsonl", "--a", a.url, "--b", b.url,
+                                     "--frozen-run", fid)
+    assert code == 0, err
+    run_id = out.strip().splitlines()[-1]
+    with open_store() as s:
+        rep = build_live_report(s, run_id)
+    html = render_live(rep, "html")
+    root = ET.fromstring(html.split("\n", 1)[1])
+    ids = {e.get("id") for e in root.iter() if e.get("id")}
+    assert {"claims", "frozen-claim", "live-claim", "frozen-vs-live", "metrics", "gate",
+            "cases"} <= ids
+    assert not [e for e in root.iter("script")]
+    assert "<script>alert(1)</script>" in "".join(root.itertext())
+    r = CliRunner().invoke(cli, ["report", run_id, "--format", "html"])
+    assert r.exit_code == 0 and 'id="live-claim"' in r.stdout and "<pre" not in r.stdout
+
+
+@pytest.mark.chromium
+def test_chromium_builds_the_live_page(live_project, brain, tmp_path):
+    from test_report_html import CHROMIUM, _chromium
+
+    from abtest.report.live import build_live_report, render_live
+
+    if not CHROMIUM.exists():
+        pytest.skip("/usr/bin/chromium not installed (scripts/test installs Debian 'chromium')")
+    golden = GOLDEN + [{"id": "q5", "question": "<img src=x onerror=alert(1)> Normandy?",
+                        "reference_answer": "x"}]
+    Path("golden4.jsonl").write_text("\n".join(json.dumps(q) for q in golden) + "\n")
+    fid = frozen_run_id()
+    a, b = servers()
+    with a, b:
+        code, out, err = invoke_live("--golden", "golden4.jsonl", "--a", a.url, "--b", b.url,
+                                     "--frozen-run", fid)
+    assert code == 0, err
+    with open_store() as s:
+        rep = build_live_report(s, out.strip().splitlines()[-1])
+    page = tmp_path / "live.html"
+    page.write_text(render_live(rep, "html"), encoding="utf-8")
+    proc = _chromium(["--dump-dom", page.as_uri()], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = proc.stdout
+    for sid in ("frozen-claim", "live-claim", "frozen-vs-live", "forest-plot", "cases"):
+        assert f'id="{sid}"' in dom, sid
+    assert "<img" not in dom.lower() and "&lt;img src=x onerror=alert(1)&gt;" in dom
+    assert dom.count("<details") == len(rep["per_case"]) + len(rep["incidents"])

@@ -854,12 +854,146 @@ def render_html(report: dict) -> str:
     body = [_header(r), _summary(r), _fixture(r), _checks(_d(r.get("metrics"))), _metrics(r),
             _gate(r), _incidents(r), _remediation(r), _flipped(r), _unfinished(r), _next_date(r),
             _cases(r), _footer(r)]
+    return _page(f"abtest report — run {r.get('run_id')}", body)
+
+
+# --------------------------------------------------------------------------- live report
+
+def _page(title: str, body: list[str]) -> str:
     return ("<!DOCTYPE html>\n"
             '<html lang="en"><head><meta charset="utf-8"/>'
             '<meta name="viewport" content="width=device-width, initial-scale=1"/>'
             '<meta name="referrer" content="no-referrer"/>'
             '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
             "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'\"/>"
-            f"<title>abtest report — run {esc(r.get('run_id'))}</title>"
+            f"<title>{esc(title)}</title>"
             f"<style>\n{_css()}</style></head><body><main>" + "\n".join(body) +
             "</main></body></html>\n")
+
+
+def _live_metric_rows(m: dict) -> list[list[str]]:
+    rows = []
+    ab, retr = _d(m.get("abstention")), _d(m.get("retrieval"))
+    for label, mm in (("pairwise (win rate)", m.get("pairwise")),
+                      *((k, m.get(k)) for k in ("faithfulness", "coverage", "quality", "relevance")),
+                      ("refusals, answerable", ab.get("answerable")),
+                      ("refusals, out of scope", ab.get("unanswerable")),
+                      ("context precision", retr.get("context_precision")),
+                      ("context recall", retr.get("context_recall"))):
+        mm = _d(mm)
+        if not mm:
+            continue
+        rows.append([esc(label), _fv(mm.get("n")), _fv(mm.get("a")), _fv(mm.get("b")),
+                     _fv(mm.get("difference"), signed=True),
+                     esc(interval(mm.get("ci_low"), mm.get("ci_high"))),
+                     f"{_fv(mm.get('p_value'))} ({_fv(mm.get('p_holm'))})"])
+    return rows
+
+
+def render_live_html(report: dict) -> str:
+    """The live report as a page like the frozen one: the frozen and live claims kept apart,
+    frozen vs live over the cases both finished, metrics with CIs, gate, per question."""
+    r = _d(report)
+    m = _d(r.get("metrics"))
+    golden, variants, versions = _d(r.get("golden")), _d(r.get("variants")), _d(r.get("versions"))
+    items = [("Status", f"<strong>{esc(r.get('status'))}</strong> — {_fv(r.get('n_finished'))}/"
+                        f"{_fv(r.get('n_cases'))} questions finished"
+                        + (f" — incomplete: {esc(r.get('incomplete_reason'))}"
+                           if r.get("incomplete_reason") else "")),
+             ("Golden questions", f"<code>{esc(golden.get('name'))}</code> (sha256 "
+                                  f'<span class="mono">{esc(str(golden.get("sha256") or "")[:12])}'
+                                  "</span>)"),
+             ("Retriever", f"{esc(r.get('retriever'))}; corpus {esc(r.get('corpus_version'))}")]
+    for s in ("a", "b"):
+        vv = ", ".join(str(x) for x in _l(versions.get(s))) or "not reported"
+        items.append((s.upper(), f"<code>{esc(_d(variants.get(s)).get('target'))}</code> "
+                                 f"(assistant version {esc(vv)})"))
+    items.append(("Judge", f"<code>{esc(_d(_d(r.get('models')).get('judge')).get('requested'))}"
+                           "</code>"))
+    out = [f"<header><h1>abtest live report — run {esc(r.get('run_id'))}</h1><dl class=\"meta\">"]
+    out += [f"<dt>{esc(k)}</dt><dd>{val}</dd>" for k, val in items]
+    out.append("</dl></header>")
+
+    claims = _d(r.get("claims"))
+    out.append('<section id="claims"><h2>Claims</h2>')
+    fc = _d(claims.get("frozen"))
+    if fc:
+        out.append(f'<div class="callout" id="frozen-claim"><strong>Frozen (run '
+                   f"{esc(fc.get('run_id'))}):</strong> {esc(fc.get('statement'))}</div>")
+    lc = _d(r.get("claim"))
+    out.append(f'<div class="callout {"ok" if lc.get("licensed") else "no"}" id="live-claim">'
+               f"<strong>Live:</strong> {esc(lc.get('statement'))}</div>")
+    out.append('<p class="note">The two claims are kept apart: the frozen one is about '
+               "generation given fixed contexts, the live one about the whole system end to "
+               "end (expect a smaller effect).</p></section>")
+
+    rows = _l(r.get("frozen_comparison"))
+    if rows or r.get("frozen_comparison_note"):
+        out.append('<section id="frozen-vs-live"><h2>Frozen vs live (B − A)</h2>')
+        cc = _d(r.get("frozen_comparison_cases"))
+        if cc:
+            out.append(f"<p>Over the {_fv(cc.get('n'))} case(s) both runs finished "
+                       f"({_fv(cc.get('frozen_only'))} only in the frozen run, "
+                       f"{_fv(cc.get('live_only'))} only in the live run); each row uses those "
+                       "with the metric's value in both.</p>")
+        if rows:
+            out.append(_table(["metric", "n", "frozen", "live", "ratio (live/frozen)", "",
+                               "measure"],
+                              [[esc(_d(x).get("metric")), _fv(_d(x).get("n")),
+                                _fv(_d(x).get("frozen_difference"), signed=True),
+                                _fv(_d(x).get("live_difference"), signed=True),
+                                _fv(_d(x).get("ratio"), 2), esc(_d(x).get("survival")),
+                                esc(_d(x).get("measure") or "")] for x in rows],
+                              num_cols=(1, 2, 3, 4)))
+        else:
+            out.append(f"<p><em>{esc(r.get('frozen_comparison_note'))}</em></p>")
+        out.append("</section>")
+
+    out.append('<section id="metrics"><h2>Live metrics</h2>')
+    lvl = f"{pct(1 - _d(r.get('holm')).get('alpha', 0.05))} CI"
+    mrows = _live_metric_rows(m)
+    out.append(_table(["metric", "n", "A", "B", "B − A", lvl, "p (Holm p)"], mrows,
+                      num_cols=(1, 2, 3, 4)) if mrows else "<p>No metric.</p>")
+    if r.get("estimates_withheld"):
+        out.append(f"<p><em>{esc(r.get('estimates_withheld'))}</em></p>")
+    else:
+        out.append('<figure id="forest-figure">' + svg_forest(m) + "</figure>")
+    retr, ca, lat = _d(m.get("retrieval")), _d(_d(m.get("checks")).get("citation_accuracy")), \
+        _d(m.get("latency"))
+    notes = [f"Retrieval metrics exclude {_fv(_d(retr.get('context_precision')).get('n_excluded_no_relevant_ids'))} "
+             "question(s) without relevant_chunk_ids; A and B retrieved the same chunks for "
+             f"{_fv(retr.get('same_retrieval_share'), 2)} of questions."]
+    if ca.get("n"):
+        notes.append(f"Citation accuracy (expected citations all cited): A "
+                     f"{_fv(ca.get('pass_rate_a'))}, B {_fv(ca.get('pass_rate_b'))} over "
+                     f"{_fv(ca.get('n'))} question(s).")
+    notes.append(f"Latency ({esc(', '.join(str(x) for x in _l(lat.get('latency_kind'))) or 'n/a')}): "
+                 f"p50 A {_fv(lat.get('p50_ms_a'), 0)} ms, p95 A {_fv(lat.get('p95_ms_a'), 0)} ms; "
+                 f"p50 B {_fv(lat.get('p50_ms_b'), 0)} ms, p95 B {_fv(lat.get('p95_ms_b'), 0)} ms.")
+    out.append("<ul>" + "".join(f"<li>{n}</li>" for n in notes) + "</ul>")
+    jv = _d(r.get("judge_validation"))
+    if jv:
+        out.append(judge_validation_html(jv))
+    out.append("</section>")
+    out.append(_gate(r))
+    out.append(_incidents(r))
+
+    out.append('<section id="cases"><h2>Per question</h2>')
+    qrows = []
+    for row in (_d(x) for x in _l(r.get("per_case"))):
+        q = " ".join(str(row.get("question") or "").split())
+        detail = (f"<details><summary>{esc(q or '(no question)')}</summary>"
+                  f'<div><strong>A:</strong><div class="answer answer-a">{esc(row.get("answer_a"))}'
+                  f'</div></div><div><strong>B:</strong><div class="answer answer-b">'
+                  f"{esc(row.get('answer_b'))}</div></div></details>")
+        qrows.append([f"<strong>{esc(row.get('case_id'))}</strong>", _bool_txt(row.get("finished")),
+                      esc(", ".join(str(x) for x in _l(row.get("retrieved_a")))),
+                      esc(", ".join(str(x) for x in _l(row.get("retrieved_b")))),
+                      _fv(row.get("latency_ms_a"), 0), _fv(row.get("latency_ms_b"), 0),
+                      esc(row.get("pairwise") or "—"), detail])
+    out.append(_table(["id", "finished", "retrieved A", "retrieved B", "latency A (ms)",
+                       "latency B (ms)", "pairwise", "question and answers"], qrows,
+                      num_cols=(4, 5)) if qrows else "<p>No questions.</p>")
+    out.append("</section>")
+    out.append(_footer(r))
+    return _page(f"abtest live report — run {r.get('run_id')}", out)

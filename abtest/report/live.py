@@ -117,22 +117,60 @@ def _incidents(finished, jby, claims, answers, questions, chunk_ids, cfg) -> lis
     return out
 
 
-def _diff_of(metrics: dict, key: str) -> tuple[float | None, float | None, float | None]:
-    if key == "citation_accuracy":
-        ca = (metrics.get("checks") or {}).get("citation_accuracy") or {}
-        a, b = ca.get("pass_rate_a"), ca.get("pass_rate_b")
-        return a, b, (b - a) if a is not None and b is not None else None
-    m = metric_at(metrics, key) or {}
-    return m.get("a"), m.get("b"), m.get("difference")
+_PAIRWISE_SCORE = {"B": 1.0, "A": 0.0, "tie": 0.5}
+
+
+def _case_pair(row: dict, key: str) -> tuple[float, float] | None:
+    """One case's (A, B) value of a compared metric, from a report's per-case row."""
+    if key == "pairwise":
+        b = _PAIRWISE_SCORE.get(row.get("pairwise"))
+        return None if b is None else (1.0 - b, b)
+    if key.startswith("abstention_"):
+        if bool(row.get("answerable", True) is not False) != (key == "abstention_answerable"):
+            return None
+        a, b = row.get("abstained_a"), row.get("abstained_b")
+        return None if a is None or b is None else (float(a), float(b))
+    a, b = row.get(f"{key}_a"), row.get(f"{key}_b")
+    return None if a is None or b is None else (float(a), float(b))
+
+
+def _means(pairs: list[tuple[float, float]]) -> tuple[float, float, float]:
+    a = sum(p[0] for p in pairs) / len(pairs)
+    b = sum(p[1] for p in pairs) / len(pairs)
+    return a, b, b - a
+
+
+def common_cases(frozen: dict, live: dict) -> dict:
+    """The cases both runs finished: the only ones frozen and live figures are compared on."""
+    f = {r["case_id"] for r in frozen.get("per_case") or [] if r.get("finished")}
+    li = {r["case_id"] for r in live.get("per_case") or [] if r.get("finished")}
+    return {"n": len(f & li), "ids": sorted(f & li), "frozen_only": len(f - li),
+            "live_only": len(li - f),
+            "note": "each row compares frozen and live over the same cases: those both runs "
+                    "finished and that have the metric's value in both"}
 
 
 def frozen_comparison_rows(frozen: dict, live: dict) -> list[dict]:
+    """Per compared metric, frozen and live A, B and B − A over exactly the same cases.
+
+    A whole-run figure would compare the fixture's cases against the golden questions the
+    live run answered; here both columns are recomputed from the per-case rows of the
+    cases both runs finished (for each metric, those with its value in both runs).
+    Citation accuracy has no per-case value and is not compared."""
+    f_rows = {r["case_id"]: r for r in frozen.get("per_case") or [] if r.get("finished")}
+    l_rows = {r["case_id"]: r for r in live.get("per_case") or [] if r.get("finished")}
+    common = sorted(set(f_rows) & set(l_rows))
     rows = []
     for key in COMPARED:
-        fa, fb, fd = _diff_of(frozen["metrics"], key)
-        la, lb, ld = _diff_of(live["metrics"], key)
-        if fd is None and ld is None:
+        if key == "citation_accuracy":
             continue
+        both = [(f_rows[c], l_rows[c]) for c in common]
+        pairs = [(_case_pair(fr, key), _case_pair(lr, key)) for fr, lr in both]
+        pairs = [(fp, lp) for fp, lp in pairs if fp is not None and lp is not None]
+        if not pairs:
+            continue
+        fa, fb, fd = _means([fp for fp, _ in pairs])
+        la, lb, ld = _means([lp for _, lp in pairs])
         # both runs use the one judge plan; a figure measured two ways is never divided
         fm = (metric_at(frozen["metrics"], key) or {}).get("method")
         lm = (metric_at(live["metrics"], key) or {}).get("method")
@@ -153,9 +191,9 @@ def frozen_comparison_rows(frozen: dict, live: dict) -> list[dict]:
             verdict = f"partly survived ({ratio:.0%})"
         else:
             verdict = "vanished end to end"
-        rows.append({"metric": key, "frozen_a": fa, "frozen_b": fb, "frozen_difference": fd,
-                     "live_a": la, "live_b": lb, "live_difference": ld, "ratio": ratio,
-                     "survival": verdict, "measure": lm or fm})
+        rows.append({"metric": key, "n": len(pairs), "frozen_a": fa, "frozen_b": fb,
+                     "frozen_difference": fd, "live_a": la, "live_b": lb, "live_difference": ld,
+                     "ratio": ratio, "survival": verdict, "measure": lm or fm})
     return rows
 
 
@@ -345,9 +383,12 @@ def build_live_report(store, run_id: str, config=None) -> dict:
                         "live": report["claim"]}
     if frozen is not None:
         report["frozen_run_id"] = fid
-        report["frozen_comparison"] = frozen_comparison_rows(frozen, report)
     report["per_case"] = _per_case(order, finished, questions, items, chunk_ids, jby, outcomes,
                                    store.checks(run_id), errors)
+    if frozen is not None:
+        cc = common_cases(frozen, report)
+        report["frozen_comparison_cases"] = {k: v for k, v in cc.items() if k != "ids"}
+        report["frozen_comparison"] = frozen_comparison_rows(frozen, report)
     report["gate"] = evaluate_gate(report, cfg.gates)
     return report
 
@@ -439,10 +480,15 @@ def render_live_markdown(r: dict) -> str:
     if rows:
         add("## Frozen vs live (B − A)")
         add("")
-        add("| metric | frozen | live | ratio (live/frozen) | |")
-        add("|---|---|---|---|---|")
+        cc = r.get("frozen_comparison_cases") or {}
+        add(f"Over the {cc.get('n')} case(s) both runs finished ({cc.get('frozen_only')} only in "
+            f"the frozen run, {cc.get('live_only')} only in the live run); each row uses those "
+            "with the metric's value in both.")
+        add("")
+        add("| metric | n | frozen | live | ratio (live/frozen) | |")
+        add("|---|---|---|---|---|---|")
         for x in rows:
-            add(f"| {x['metric']} | {num(x['frozen_difference'], signed=True)} | "
+            add(f"| {x['metric']} | {x.get('n')} | {num(x['frozen_difference'], signed=True)} | "
                 f"{num(x['live_difference'], signed=True)} | {num(x['ratio'], 2)} | {x['survival']} |")
         add("")
     elif r.get("frozen_comparison_note"):
@@ -523,16 +569,13 @@ def render_live_markdown(r: dict) -> str:
 
 
 def render_live(report: dict, fmt: str) -> str:
-    """md, json or html (the Markdown in a minimal page) for a live report."""
+    """md, json or html (a page like the frozen report's) for a live report."""
     if fmt == "json":
         return json.dumps(report, indent=2, default=str) + "\n"
-    md = render_live_markdown(report)
     if fmt == "md":
-        return md
+        return render_live_markdown(report)
     if fmt == "html":
-        import html
+        from .html import render_live_html
 
-        return ("<!doctype html><meta charset='utf-8'><title>abtest live report "
-                f"{html.escape(report['run_id'])}</title><pre style='white-space:pre-wrap'>"
-                f"{html.escape(md)}</pre>\n")
+        return render_live_html(report)
     raise ValueError(f"unknown report format {fmt!r}")
