@@ -513,25 +513,31 @@ def test_frozen_vs_live_uses_exactly_the_cases_both_runs_finished(live_project, 
     assert "Over the 3 case(s) both runs finished" in html
 
 
+def live_beside_frozen(extra_question: str) -> tuple[str, dict]:
+    """A live run of the golden questions plus one, beside a frozen run: (run id, report)."""
+    from abtest.report.live import build_live_report
+
+    golden = GOLDEN + [{"id": "q5", "question": extra_question, "reference_answer": "x"}]
+    Path("golden-extra.jsonl").write_text("\n".join(json.dumps(q) for q in golden) + "\n")
+    fid = frozen_run_id()
+    a, b = servers()
+    with a, b:
+        code, out, err = invoke_live("--golden", "golden-extra.jsonl", "--a", a.url, "--b",
+                                     b.url, "--frozen-run", fid)
+    assert code == 0, err
+    run_id = out.strip().splitlines()[-1]
+    with open_store() as s:
+        return run_id, build_live_report(s, run_id)
+
+
 def test_the_live_html_report_is_a_page_with_escaped_text(live_project, brain):
     """A real page (sections, tables, the two claims apart), parsed as XML: model and question
     text with markup stays text."""
     import xml.etree.ElementTree as ET
 
-    from abtest.report.live import build_live_report, render_live
+    from abtest.report.live import render_live
 
-    golden = GOLDEN + [{"id": "q5", "question": "<script>alert(1)</script> & \"Normandy\"?",
-                        "reference_answer": "x"}]
-    Path("golden3.jsonl").write_text("\n".join(json.dumps(q) for q in golden) + "\n")
-    fid = frozen_run_id()
-    a, b = servers()
-    with a, b:
-        code, out, err = invoke_live("--golden", "golden3.jsonl", "--a", a.url, "--b", b.url,
-                                     "--frozen-run", fid)
-    assert code == 0, err
-    run_id = out.strip().splitlines()[-1]
-    with open_store() as s:
-        rep = build_live_report(s, run_id)
+    run_id, rep = live_beside_frozen("<script>alert(1)</script> & \"Normandy\"?")
     html = render_live(rep, "html")
     root = ET.fromstring(html.split("\n", 1)[1])
     ids = {e.get("id") for e in root.iter() if e.get("id")}
@@ -547,21 +553,11 @@ def test_the_live_html_report_is_a_page_with_escaped_text(live_project, brain):
 def test_chromium_builds_the_live_page(live_project, brain, tmp_path):
     from test_report_html import CHROMIUM, _chromium
 
-    from abtest.report.live import build_live_report, render_live
+    from abtest.report.live import render_live
 
     if not CHROMIUM.exists():
         pytest.skip("/usr/bin/chromium not installed (scripts/test installs Debian 'chromium')")
-    golden = GOLDEN + [{"id": "q5", "question": "<img src=x onerror=alert(1)> Normandy?",
-                        "reference_answer": "x"}]
-    Path("golden4.jsonl").write_text("\n".join(json.dumps(q) for q in golden) + "\n")
-    fid = frozen_run_id()
-    a, b = servers()
-    with a, b:
-        code, out, err = invoke_live("--golden", "golden4.jsonl", "--a", a.url, "--b", b.url,
-                                     "--frozen-run", fid)
-    assert code == 0, err
-    with open_store() as s:
-        rep = build_live_report(s, out.strip().splitlines()[-1])
+    _, rep = live_beside_frozen("<img src=x onerror=alert(1)> Normandy?")
     page = tmp_path / "live.html"
     page.write_text(render_live(rep, "html"), encoding="utf-8")
     proc = _chromium(["--dump-dom", page.as_uri()], tmp_path)

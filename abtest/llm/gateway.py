@@ -485,7 +485,9 @@ class Gateway:
                 if not res.content or not res.content.strip():
                     res.error, res.retryable = "empty content from provider", True
             else:
-                res = LLMResult(content=None, error=_describe(exc), latency_ms=latency, call_hash=h,
+                secret = os.environ.get(spec.api_key_env) if spec.api_key_env else None
+                res = LLMResult(content=None, error=_describe(exc, secret), latency_ms=latency,
+                                call_hash=h,
                                 retryable=_retryable(litellm, exc), retry_after=_retry_after(exc))
             res.attempts = attempt_no
             cache = None
@@ -575,14 +577,19 @@ def model_id(resolved):
     return (name or resolved), resolved
 
 
-def _describe(exc: Exception) -> str:
+def _describe(exc: Exception, secret: str | None = None) -> str:
+    """One line for a failed call. A provider may echo the key in its error message, so the
+    model's own key (whatever its variable is called) and every key-like variable's value are
+    masked, before the line is cut: a key straddling the cut must not leave its first half."""
     msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    text = f"{type(exc).__name__}: {msg}"[:300]
-    # never echo a key, even if a provider put one in an error message
-    for name, value in os.environ.items():
-        if value and len(value) >= 8 and ("KEY" in name or "TOKEN" in name or "SECRET" in name):
-            text = text.replace(value, "***")
-    return text
+    text = f"{type(exc).__name__}: {msg}"
+    secrets = [secret] if secret and len(secret) >= 8 else []
+    secrets += [value for name, value in os.environ.items()
+                if value and len(value) >= 8 and ("KEY" in name or "TOKEN" in name or
+                                                  "SECRET" in name)]
+    for value in sorted(set(secrets), key=len, reverse=True):
+        text = text.replace(value, "***")
+    return text[:300]
 
 
 def _retryable(litellm, exc: Exception) -> bool:
