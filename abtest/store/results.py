@@ -307,6 +307,15 @@ class Store:
         return self._rows(f"SELECT {sel} FROM judgments WHERE run_id = ? "
                           "ORDER BY case_id, judge, subject, sample", [run_id])
 
+    def case_rows(self, run_id: str, case_id: str) -> dict[str, list[dict[str, Any]]]:
+        """Everything stored for one case of a run (the view's case page), by table."""
+        out = {}
+        for table, order in (("generations", "variant"), ("judgments", "judge, subject, sample"),
+                             ("claims", "variant, idx"), ("checks", "variant, name")):
+            out[table] = self._rows(f"SELECT * FROM {table} WHERE run_id = ? AND case_id = ? "
+                                    f"ORDER BY {order}", [run_id, case_id])
+        return out
+
     def claims(self, run_id: str) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM claims WHERE run_id = ? ORDER BY case_id, variant, idx",
                           [run_id])

@@ -1,0 +1,188 @@
+"""The view's web app: Starlette routes over the store, pages rendered from Jinja2 templates.
+
+Starlette (with uvicorn) is used rather than a hand-written http.server: routing, path
+parameters, error handling and a real ASGI server come from a well-kept library, and the
+view stays a few functions. Every page opens the store read-only for its request and
+closes it, so the view never holds the file between requests. Templates autoescape: model
+output and chunk text are data, never markup.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from ..errors import UserError
+
+ASSETS = ("view.css", "view.js")
+
+
+def _env():
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("abtest.view", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True)
+    from ..fmt import interval, num, signed
+
+    env.filters.update(num=num, signed=signed)
+    env.globals.update(interval=interval)
+    return env
+
+
+def create_app(store_path: str | Path):
+    """The ASGI app for one results store."""
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.middleware import Middleware
+    from starlette.middleware.base import BaseHTTPMiddleware
+    from starlette.responses import HTMLResponse, Response
+    from starlette.routing import Route
+
+    from . import data
+
+    env = _env()
+    store_path = Path(store_path)
+
+    def page(name: str, **ctx) -> HTMLResponse:
+        return HTMLResponse(env.get_template(name).render(store=str(store_path), **ctx))
+
+    def open_store():
+        from ..store import Store
+
+        try:
+            return Store(store_path, read_only=True, create=False)
+        except UserError as exc:
+            raise HTTPException(503, exc.line()) from None
+
+    def with_run(request):
+        from ..runs import load_run
+
+        store = open_store()
+        try:
+            run = load_run(store, request.path_params["run_id"])
+            return store, run, data.report_of(store, run)
+        except UserError as exc:
+            store.close()
+            raise HTTPException(404, exc.line()) from None
+
+    async def runs(request):
+        store = open_store()
+        try:
+            rows = data.runs_overview(store)
+        finally:
+            store.close()
+        return page("runs.html", runs=rows)
+
+    async def run_page(request):
+        store, run, rep = with_run(request)
+        store.close()
+        licensed, claim = data.claim_line(rep)
+        return page("run.html", run=run, rep=rep, licensed=licensed, claim=claim)
+
+    async def report_page(request):
+        from ..report import render
+
+        store, run, rep = with_run(request)
+        store.close()
+        if run["kind"] == "live":
+            from ..report.live import render_live
+
+            return HTMLResponse(render_live(rep, "html"))
+        return HTMLResponse(render(rep, "html"))
+
+    async def cases(request):
+        store, run, rep = with_run(request)
+        store.close()
+        kinds = {cid: k for k, ids in (rep.get("taxonomy") or {}).items() for cid in ids}
+        incidents = {i["case_id"] for i in rep.get("incidents") or []}
+        return page("cases.html", run=run, rep=rep, kinds=kinds, incidents=incidents,
+                    categories=sorted(rep.get("taxonomy") or {}))
+
+    async def case(request):
+        store, run, rep = with_run(request)
+        try:
+            detail = data.case_detail(store, run, rep, request.path_params["case_id"])
+        except UserError as exc:
+            raise HTTPException(404, exc.line()) from None
+        finally:
+            store.close()
+        return page("case.html", run=run, c=detail)
+
+    async def compare(request):
+        run1, run2 = request.query_params.get("run1"), request.query_params.get("run2")
+        if not run1 or not run2:
+            raise HTTPException(400, "pick two runs to compare (run1 and run2)")
+        store = open_store()
+        try:
+            from ..runs import resolve_run
+
+            cmp = data.compare(store, resolve_run(store, run1), resolve_run(store, run2))
+        except UserError as exc:
+            raise HTTPException(400, exc.line()) from None
+        finally:
+            store.close()
+        return page("compare.html", cmp=cmp)
+
+    async def asset(request):
+        name = request.path_params["name"]
+        if name not in ASSETS:
+            raise HTTPException(404, "no such asset")
+        body = resources.files("abtest.view").joinpath("assets", name).read_bytes()
+        kind = "text/css" if name.endswith(".css") else "text/javascript"
+        return Response(body, media_type=kind, headers={"Cache-Control": "no-cache"})
+
+    async def error(request, exc):
+        resp = page("error.html", status=exc.status_code, detail=exc.detail)
+        resp.status_code = exc.status_code
+        return resp
+
+    routes = [Route("/", runs), Route("/runs/{run_id}", run_page),
+              Route("/runs/{run_id}/report", report_page),
+              Route("/runs/{run_id}/cases", cases),
+              Route("/runs/{run_id}/cases/{case_id:path}", case),
+              Route("/compare", compare), Route("/assets/{name}", asset)]
+    async def headers(request, call_next):
+        resp = await call_next(request)
+        # nothing is fetched from the network; model output can never run a script (the
+        # full report is a self-contained page with its style inline and no script at all)
+        if request.url.path.endswith("/report"):
+            resp.headers["Content-Security-Policy"] = ("default-src 'none'; style-src "
+                                                       "'unsafe-inline'; img-src data:; "
+                                                       "base-uri 'none'; form-action 'none'")
+        else:
+            resp.headers["Content-Security-Policy"] = ("default-src 'self'; img-src 'self' "
+                                                       "data:; base-uri 'none'; "
+                                                       "form-action 'self'")
+        resp.headers["Referrer-Policy"] = "no-referrer"
+        resp.headers["X-Content-Type-Options"] = "nosniff"
+        return resp
+
+    return Starlette(routes=routes, exception_handlers={HTTPException: error},
+                     middleware=[Middleware(BaseHTTPMiddleware, dispatch=headers)])
+
+
+def serve(store_path: str | Path, *, host: str = "127.0.0.1", port: int = 0,
+          on_ready=None) -> None:
+    """Bind first (port 0 picks a free one), tell `on_ready(url)`, then serve until stopped."""
+    import socket
+
+    import uvicorn
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror}", field="--port") from None
+    sock.listen(128)  # connections made before uvicorn starts wait in the backlog
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    config = uvicorn.Config(create_app(store_path), log_level="warning", access_log=False,
+                            lifespan="off")
+    server = uvicorn.Server(config)
+    if on_ready is not None:
+        on_ready(f"http://{shown}:{bound}/", server)
+    server.run(sockets=[sock])
