@@ -52,6 +52,8 @@ class Store:
         import duckdb
 
         self.path = Path(path)
+        self._remote: dict | None = None  # the writing process, when it answers our reads
+        self._readers = None
         if not self.path.exists():
             if read_only or not create:
                 raise UserError("results store not found (run `abtest run` first)", file=str(self.path))
@@ -60,6 +62,16 @@ class Store:
             self.con = connect(self.path, read_only)
         except duckdb.IOException as exc:
             msg = str(exc)
+            if "lock" in msg.lower() and read_only:
+                from .readers import find_service
+
+                self._remote = find_service(self.path)
+            if self._remote is not None:  # a run is writing: it answers our reads
+                self.con = None
+                self.lock = threading.RLock()
+                self._writer = None
+                self._cursors = []
+                return
             if "lock" in msg.lower():
                 raise UserError("results store is in use by another abtest process (one writer at a "
                                 "time); wait for it to finish", file=str(self.path)) from None
@@ -76,6 +88,9 @@ class Store:
         if not read_only:
             self._migrate()
             self._writer = GroupCommit(self.con, self._gate)
+            from .readers import ReadService
+
+            self._readers = ReadService(self)  # other processes read through us meanwhile
         else:
             self._check_schema()
 
@@ -104,6 +119,11 @@ class Store:
             raise UserError("not an abtest results store", file=str(self.path)) from None
 
     def close(self) -> None:
+        if self._readers is not None:
+            self._readers.stop()
+            self._readers = None
+        if self.con is None:  # a remote reader holds nothing
+            return
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -163,6 +183,10 @@ class Store:
         self._write([self._op(table, row, replace=replace, ignore=ignore)])
 
     def _rows(self, sql: str, params: Iterable = ()) -> list[dict[str, Any]]:
+        if self._remote is not None:
+            from .readers import remote_rows
+
+            return remote_rows(self._remote, sql, params, path=self.path)
         with self._gate.read():
             cur = self._cursor().execute(sql, list(params))
             names = [d[0] for d in cur.description]
@@ -410,6 +434,10 @@ class Store:
                   "human_labels", "review_items")
 
     def export_run(self, run_id: str, out_dir: Path, fmt: str) -> list[Path]:
+        if self._remote is not None:  # DuckDB's COPY needs the file; rows over the wire do not
+            raise UserError(f"a run is writing this store (process {self._remote.get('pid')}); "
+                            "export once it finishes (report, history and view work meanwhile)",
+                            file=str(self.path))
         out_dir.mkdir(parents=True, exist_ok=True)
         written = []
         opts = {"parquet": "(FORMAT parquet)", "csv": "(FORMAT csv, HEADER)",

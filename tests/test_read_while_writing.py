@@ -1,0 +1,114 @@
+"""Reports, history and the view read a store while `abtest run` writes it (the writer
+answers reads over loopback); nothing the run writes is lost or changed by a reader."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from abtest.cli import cli
+from fakes import make_project
+from test_resume import FakeLLMServer, config, many_cases, results
+
+RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
+
+
+def test_report_history_and_view_work_while_a_run_writes(tmp_path, monkeypatch):
+    from starlette.testclient import TestClient
+
+    from abtest.store.readers import sidecar
+    from abtest.view.app import create_app
+
+    srv = FakeLLMServer(latency=0.15, max_seconds=300)
+    url = srv.start()
+    try:
+        proj = make_project(tmp_path / "p", many_cases(16),
+                            config=config(url).replace("concurrency: 2", "concurrency: 1"))
+        monkeypatch.chdir(proj)
+        env = {**os.environ, "FAKE_LLM_KEY": "sk-x-123456789"}
+        store = proj / "results" / "abtest.duckdb"
+        proc = subprocess.Popen([sys.executable, "-m", "abtest.cli", *RUN, "--run-id", "live1"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            deadline = time.time() + 120
+            seen = None
+            while time.time() < deadline and proc.poll() is None:
+                r = CliRunner().invoke(cli, ["report", "live1", "--format", "json"])
+                if r.exit_code == 0:
+                    rep = json.loads(r.stdout)
+                    if rep["n_finished"] >= 2:
+                        seen = rep
+                        break
+                time.sleep(0.2)
+            assert seen is not None and proc.poll() is None, "no read while the run was writing"
+            assert sidecar(store).exists()
+            # mid-run: the run is unfinished, so nothing is estimated, but what is saved shows
+            assert seen["status"] == "incomplete" and 2 <= seen["n_finished"] < 16
+            assert seen["metrics"] == {} and seen["gate"]["decision"] == "INCOMPLETE"
+            h = CliRunner().invoke(cli, ["history", "--format", "json"])
+            assert h.exit_code == 0 and "live1" in h.stdout
+            page = TestClient(create_app(store)).get("/")
+            assert page.status_code == 200 and "live1" in page.text and "running" in page.text
+            assert "of 16 finished" in page.text
+            # what cannot be served over the wire says so, in one line
+            e = CliRunner().invoke(cli, ["export", "live1", "--out", "exp"])
+            assert e.exit_code == 2 and "export once it finishes" in e.stderr
+        finally:
+            out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    finally:
+        srv.stop()
+    assert not sidecar(store).exists()  # the writer removed its address when it closed
+    rep = json.loads(CliRunner().invoke(cli, ["report", "live1", "--format", "json"]).stdout)
+    assert rep["status"] == "complete" and rep["n_finished"] == 16
+    # the readers changed nothing: the same answers as a run nobody read during
+    clean_srv = FakeLLMServer(latency=0.0, max_seconds=300)
+    curl = clean_srv.start()
+    try:
+        (proj / "clean.yaml").write_text(config(curl, "results/clean.duckdb"))
+        r = subprocess.run([sys.executable, "-m", "abtest.cli", "--config", "clean.yaml", *RUN,
+                            "--run-id", "clean1"], capture_output=True, text=True, env=env,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+    finally:
+        clean_srv.stop()
+    assert results(store, "live1") == results(proj / "results" / "clean.duckdb", "clean1")
+
+
+def test_the_writer_serves_one_select_to_the_holder_of_its_token(tmp_path):
+    import urllib.error
+    import urllib.request
+
+    from abtest.store import Store
+    from abtest.store.readers import find_service, read_only_sql, remote_rows, sidecar
+
+    assert read_only_sql("SELECT 1") and read_only_sql(" with x as (select 1) select * from x;")
+    for bad in ("DELETE FROM runs", "SELECT 1; DROP TABLE runs", "", "update runs set x=1",
+                "COPY runs TO '/tmp/x'", "ATTACH 'x'"):
+        assert not read_only_sql(bad), bad
+    path = tmp_path / "s.duckdb"
+    st = Store(path)
+    try:
+        st.create_run({"run_id": "r1", "kind": "frozen"})
+        info = find_service(path)
+        assert info and info["url"].startswith("http://127.0.0.1:")
+        assert oct(sidecar(path).stat().st_mode & 0o777) == "0o600"
+        rows = remote_rows(info, "SELECT run_id, created_at FROM runs", [], path=path)
+        assert rows[0]["run_id"] == "r1" and rows[0]["created_at"].year >= 2026
+        from abtest.errors import UserError
+
+        with pytest.raises(UserError, match="only a single SELECT"):
+            remote_rows(info, "DELETE FROM runs", [], path=path)
+        with pytest.raises(UserError, match="bad token"):
+            remote_rows(dict(info, token="0" * 32), "SELECT 1", [], path=path)
+        assert st.get_run("r1") is not None  # nothing was deleted
+    finally:
+        st.close()
+    assert not sidecar(path).exists() and find_service(path) is None
