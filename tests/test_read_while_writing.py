@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -83,9 +82,6 @@ def test_report_history_and_view_work_while_a_run_writes(tmp_path, monkeypatch):
 
 
 def test_the_writer_serves_one_select_to_the_holder_of_its_token(tmp_path):
-    import urllib.error
-    import urllib.request
-
     from abtest.store import Store
     from abtest.store.readers import find_service, read_only_sql, remote_rows, sidecar
 
