@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""`abtest view` page times in Chromium over a store of R runs × N cases.
+
+Fills a store through the Store API (not timed), serves it with `abtest.view.app.serve`,
+and loads the runs page, a run page and a case page in Debian's Chromium through
+Playwright: time to first byte and to DOMContentLoaded, as the browser measured them
+(Navigation Timing). The runs page is loaded twice: the first load builds every run's
+report, the second is served from the view's cache.
+
+    python scripts/bench_view.py --runs 200 --cases 1000     # the issue's target store
+    python scripts/bench_view.py --runs 20 --cases 1000      # quicker
+
+Targets (issue 24): runs page and run page < 300 ms, case page < 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+
+def fill(tmp: Path, runs: int, n: int) -> Path:
+    from abtest.fixtures import write_fixture
+    from abtest.models import Case, Chunk, Config
+    from abtest.store import Store
+
+    rng = random.Random(0)
+    cases = [Case(id=f"q{i:06d}", question=f"Question {i}?", answerable=i % 5 != 0,
+                  corpus_version="bench", retriever="synthetic",
+                  context=[Chunk(id=f"c{i}", text=f"Chunk {i} text.")]) for i in range(n)]
+    fx = write_fixture(tmp / "fx", cases, corpus_version="bench", retriever="synthetic")
+    path = tmp / "s.duckdb"
+    s = Store(path)
+    now = datetime.now()
+    for r in range(runs):
+        rid = f"bench-{r:04d}"
+        s.create_run({"run_id": rid, "fixture_name": "fx", "fixture_path": str(fx.path),
+                      "fixture_sha256": fx.cases_sha256, "n_cases": n, "variant_a_name": "a",
+                      "variant_a_sha256": "0" * 64, "variant_b_name": "b",
+                      "variant_b_sha256": "1" * 64, "generator_model": "gen",
+                      "judge_model": "judge", "comparison_kind": "prompt",
+                      "config_json": Config().model_dump_json(), "info_json": "{}",
+                      "status": "complete"})
+        gens, judg = [], []
+        for c in cases:
+            for v in ("A", "B"):
+                gens.append({"run_id": rid, "case_id": c.id, "variant": v, "answer": f"ans {v}",
+                             "context_sha256": "x", "created_at": now,
+                             "messages_json": json.dumps([{"role": "user", "content": v}])})
+                judg.append({"run_id": rid, "case_id": c.id, "judge": "faithfulness",
+                             "subject": v, "sample": 0, "verdict": "scored",
+                             "score": rng.random(), "created_at": now})
+            for o in ("AB", "BA"):
+                judg.append({"run_id": rid, "case_id": c.id, "judge": "pairwise", "subject": o,
+                             "sample": 0, "verdict": rng.choice(["A", "B", "tie"]),
+                             "score": None, "created_at": now})
+        s.bulk_insert("generations", gens)
+        s.bulk_insert("judgments", judg)
+    s.close()
+    return path
+
+
+def timing(page, url: str) -> tuple[float, float]:
+    page.goto(url, wait_until="domcontentloaded")
+    t = page.evaluate("() => { const n = performance.getEntriesByType('navigation')[0];"
+                      " return [n.responseStart - n.requestStart,"
+                      " n.domContentLoadedEventEnd - n.startTime]; }")
+    return float(t[0]), float(t[1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--cases", type=int, default=1000)
+    args = ap.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    from abtest.view.app import serve
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.monotonic()
+        path = fill(Path(tmp), args.runs, args.cases)
+        print(f"store: {args.runs} runs × {args.cases} cases, filled in "
+              f"{time.monotonic() - t0:.0f} s (not timed)")
+        box, ready = {}, threading.Event()
+
+        def on_ready(url, srv):
+            box.update(url=url, srv=srv)
+            ready.set()
+
+        threading.Thread(target=serve, args=(path,), kwargs={"on_ready": on_ready},
+                         daemon=True).start()
+        ready.wait(30)
+        url = box["url"]
+        rows = []
+        with sync_playwright() as p:
+            b = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+            page = b.new_page()
+            for label, target, goal in (
+                    ("runs page, first load (builds every report)", url, 300),
+                    ("runs page, again (cached reports)", url, 300),
+                    ("run page", f"{url}runs/bench-0000", 300),
+                    ("cases page", f"{url}runs/bench-0000/cases", 300),
+                    ("case page", f"{url}runs/bench-0000/cases/q000001", 100)):
+                ttfb, dom = timing(page, target)
+                rows.append((label, ttfb, dom, goal))
+            b.close()
+        box["srv"].should_exit = True
+    print(f"{'page':48} {'first byte':>12} {'DOM ready':>12} {'target':>8}  met")
+    for label, ttfb, dom, goal in rows:
+        print(f"{label:48} {ttfb:10.0f} ms {dom:10.0f} ms {goal:6d} ms  {'yes' if dom < goal else 'no'}")
+
+
+if __name__ == "__main__":
+    main()
