@@ -67,7 +67,12 @@ def test_pages_and_errors_over_http(server):
     with urllib.request.urlopen(url) as resp:
         page = resp.read().decode()
         assert "default-src 'self'" in resp.headers["Content-Security-Policy"]
-    assert rep["run_id"] in page and "<script src=\"/assets/view.js\"" in page
+    assert rep["run_id"] in page and "<script src=\"/assets/view.js?v=" in page
+    import re
+
+    asset = re.search(r'src="/(assets/view\.js\?v=[0-9a-f]{12})"', page).group(1)
+    with urllib.request.urlopen(url + asset) as resp:  # fetched once: its URL names its bytes
+        assert "immutable" in resp.headers["Cache-Control"] and b"applyFilters" in resp.read()
     for path, code in ((f"runs/{rep['run_id']}", 200), ("runs/nope", 404),
                        (f"runs/{rep['run_id']}/cases/nope", 404), ("assets/../x", 404)):
         try:

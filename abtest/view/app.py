@@ -43,6 +43,12 @@ def create_app(store_path: str | Path):
 
     env = _env()
     store_path = Path(store_path)
+    # assets are fetched once per browser: their URLs carry a digest of their bytes
+    body_of = {name: resources.files("abtest.view").joinpath("assets", name).read_bytes()
+               for name in ASSETS}
+    import hashlib
+
+    env.globals["asset_version"] = hashlib.sha256(b"".join(body_of.values())).hexdigest()[:12]
 
     def page(name: str, **ctx) -> HTMLResponse:
         return HTMLResponse(env.get_template(name).render(store=str(store_path), **ctx))
@@ -128,9 +134,9 @@ def create_app(store_path: str | Path):
         name = request.path_params["name"]
         if name not in ASSETS:
             raise HTTPException(404, "no such asset")
-        body = resources.files("abtest.view").joinpath("assets", name).read_bytes()
         kind = "text/css" if name.endswith(".css") else "text/javascript"
-        return Response(body, media_type=kind, headers={"Cache-Control": "no-cache"})
+        return Response(body_of[name], media_type=kind,
+                        headers={"Cache-Control": "public, max-age=31536000, immutable"})
 
     async def error(request, exc):
         resp = page("error.html", status=exc.status_code, detail=exc.detail)
