@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -118,6 +119,13 @@ class FixtureManifest(Strict):
     manifest_sha256: str | None = Field(
         None, description="sha256 of the canonical JSON of every other field but `cases` "
                           "(each case has its own seal, and cases_sha256 covers them all)")
+
+    def captured(self) -> datetime:
+        return datetime.fromisoformat(self.captured_at.replace("Z", "+00:00"))
+
+    def due(self) -> datetime:
+        """When the fixture is due for re-capture (what makes it stale after)."""
+        return self.captured() + timedelta(days=self.refresh_every_days)
 
 
 class OutputSpec(Strict):

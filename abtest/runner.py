@@ -254,11 +254,8 @@ def dry_run(lc: LoadedConfig, plan: RunPlan) -> dict:
 
 def stale_note(fixture) -> str | None:
     """Said before a run on a fixture past its refresh date: it measures an old retrieval."""
-    from datetime import timedelta
-
     m = fixture.manifest  # the manifest only: the cases of a large fixture are not parsed
-    captured = datetime.fromisoformat(m.captured_at.replace("Z", "+00:00"))
-    due = captured + timedelta(days=m.refresh_every_days)
+    due = m.due()
     if datetime.now(timezone.utc) <= due:
         return None
     return (f"fixture {fixture.name} is past its refresh date (captured "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 from ..fmt import pct
@@ -222,8 +222,7 @@ def _fixture_schedule(run: dict) -> dict:
     if not p.exists():
         return {}
     m = read_manifest(p, cases=False)
-    captured = datetime.fromisoformat(m.captured_at.replace("Z", "+00:00"))
-    due = captured + timedelta(days=m.refresh_every_days)
+    due = m.due()
     ran = run["created_at"]  # judged at the run's start, as the run warned: a re-render never flips
     if isinstance(ran, str):
         ran = datetime.fromisoformat(ran.replace("Z", "+00:00"))
