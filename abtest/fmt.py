@@ -47,6 +47,12 @@ def interval(lo: Any, hi: Any, nd: int = 3) -> str:
     return f"[{num(lo, nd)}, {num(hi, nd)}]"
 
 
+def clip(text: Any, n: int) -> str:
+    """Text on one line (whitespace runs collapsed), cut to n characters with an ellipsis."""
+    t = " ".join(str(text or "").split())
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
 def pct(level: float) -> str:
     """A confidence level as people write it: 0.95 -> '95%', 0.9 -> '90%', 0.98 -> '98%'."""
     return f"{100 * level:.10g}%"

@@ -11,7 +11,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from typing import Any
 
-from ..fmt import pct
+from ..fmt import clip, pct
 from ..gcpause import gc_paused
 from ..review.agreement import run_judge_validation
 from ..runs import load_run
@@ -291,6 +291,9 @@ def checks_table(chk_by: dict, finished: set[str], alpha: float) -> dict:
     return out
 
 
+INCIDENT_CHUNK_CHARS = 400  # enough of a chunk to check a statement against, not the page
+
+
 def _incidents(finished, jv, claims, gen_by, cases, cfg) -> list[dict]:
     by_case_v: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for c in claims:
@@ -309,18 +312,10 @@ def _incidents(finished, jv, claims, gen_by, cases, cfg) -> list[dict]:
                         "unsupported": [{"claim": c["claim"], "verdict": c["verdict"]}
                                         for c in by_case_v[(cid, v)] if c["verdict"] != "supported"],
                         "context_ids": [ch["id"] for ch in case.get("context", [])],
-                        "context": [{"id": ch["id"], "text": _trim(ch.get("text"))}
+                        "context": [{"id": ch["id"],
+                                     "text": clip(ch.get("text"), INCIDENT_CHUNK_CHARS)}
                                     for ch in case.get("context", [])]})
     return out
-
-
-INCIDENT_CHUNK_CHARS = 400
-
-
-def _trim(text) -> str:
-    """A chunk as an incident shows it: enough to check a statement against, not the page."""
-    t = " ".join(str(text or "").split())
-    return t if len(t) <= INCIDENT_CHUNK_CHARS else t[:INCIDENT_CHUNK_CHARS - 1] + "…"
 
 
 def _taxonomy(report, finished, jv, chk, cases):

@@ -26,6 +26,7 @@ from ..review.agreement import run_judge_validation
 from ..runs import load_run
 from .build import SCHEMA_VERSION, calls_summary
 from .claim import CLAIM_JUDGES, effect_reasons, sentence
+from .markdown import cell
 from .metrics import compute_metrics, continuous, metric_at, plain
 
 VARIANTS = ("A", "B")
@@ -448,11 +449,6 @@ def _per_case(order, finished, questions, items, chunk_ids, jby, outcomes, check
 # --------------------------------------------------------------------------- rendering
 
 
-def _cell(text, n=120):
-    t = " ".join(str(text or "").split()).replace("|", "\\|")
-    return t if len(t) <= n else t[: n - 1] + "…"
-
-
 def render_live_markdown(r: dict) -> str:
     L: list[str] = []
     add = L.append
@@ -554,16 +550,16 @@ def render_live_markdown(r: dict) -> str:
         add("")
         for i in r["incidents"]:
             add(f"- {i['case_id']} ({i['variant']}): faithfulness {num(i['faithfulness'])} — "
-                f"{_cell(i['answer'])}")
+                f"{cell(i['answer'], 120)}")
         add("")
     add("## Per question")
     add("")
     add("| id | finished | retrieved A | retrieved B | latency A | latency B | answer B |")
     add("|---|---|---|---|---|---|---|")
     for row in r["per_case"]:
-        add(f"| {row['case_id']} | {num(row['finished'])} | {_cell(', '.join(row['retrieved_a']), 60)} | "
-            f"{_cell(', '.join(row['retrieved_b']), 60)} | {num(row['latency_ms_a'], 0)} | "
-            f"{num(row['latency_ms_b'], 0)} | {_cell(row['answer_b'], 80)} |")
+        add(f"| {row['case_id']} | {num(row['finished'])} | {cell(', '.join(row['retrieved_a']), 60)} | "
+            f"{cell(', '.join(row['retrieved_b']), 60)} | {num(row['latency_ms_a'], 0)} | "
+            f"{num(row['latency_ms_b'], 0)} | {cell(row['answer_b'], 80)} |")
     add("")
     return "\n".join(L)
 

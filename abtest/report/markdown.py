@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from ..fmt import interval, num, pct
+from ..fmt import clip, interval, num, pct
 from .metrics import SCORE_JUDGES
 
 
-def _one_line(text, n=160):
-    t = " ".join((text or "").split())
-    t = t.replace("|", "\\|")
-    return t if len(t) <= n else t[: n - 1] + "…"
+def cell(text, n=160):
+    """Text for a Markdown table cell or list line: one line, pipes escaped, clipped."""
+    return clip(str(text or "").replace("|", "\\|"), n)
 
 
 def _score_summaries(m: dict) -> list[list]:
@@ -303,14 +302,14 @@ def render_markdown(r: dict) -> str:
         add("None (no answer with faithfulness below the incident threshold).")
     for inc in r["incidents"]:
         add(f"- **{inc['case_id']}** (variant {inc['variant']}, faithfulness {num(inc['faithfulness'], 2)}): "
-            f"{_one_line(inc['question'])}")
+            f"{cell(inc['question'])}")
         for u in inc["unsupported"][:5]:
-            add(f"  - {u['verdict']}: {_one_line(u['claim'])}")
+            add(f"  - {u['verdict']}: {cell(u['claim'])}")
         chunks = inc.get("context") or [{"id": c, "text": ""} for c in inc["context_ids"]]
         if not chunks:
             add("  - context: (none)")
         for ch in chunks:
-            add(f"  - context `{ch['id']}`: {_one_line(ch['text'], 400)}")
+            add(f"  - context `{ch['id']}`: {cell(ch['text'], 400)}")
     add("")
     add("## Remediation backlog")
     add("")
