@@ -5,9 +5,7 @@ escaped in its HTML."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -21,18 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-proj-7Hq2cX9vLm4Tz8Rw1Kd5Np3Bs6Yf0Ga"
 
 
-def _fake_server_module():
-    spec = importlib.util.spec_from_file_location("fake_llm_server",
-                                                  ROOT / "scripts" / "fake_llm_server.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fake_llm_server", mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_a_key_never_leaves_the_environment_even_when_the_provider_echoes_it(tmp_path,
                                                                              monkeypatch):
-    fls = _fake_server_module()
+    import fake_llm_server as fls  # scripts/ is on the tests' path (conftest)
+
 
     def responder(body):
         # judge calls about Rollo fail with the key echoed, placed so a plain cut at 300

@@ -108,20 +108,13 @@ def test_index_prints_the_real_counts_and_the_time(tmp_path, monkeypatch):
 
 def test_serve_demo_answers_with_the_configured_server(tmp_path, monkeypatch):
     """The config's generator (model + api_base) is the one serve-demo asks, not a default."""
-    import importlib.util
     import json
     import socket
-    import sys
     import threading
     import time
     import urllib.request
-    from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "fake_llm_server.py"
-    spec = importlib.util.spec_from_file_location("fake_llm_server", script)
-    fls = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fake_llm_server", fls)
-    spec.loader.exec_module(fls)
+    import fake_llm_server as fls  # scripts/ is on the tests' path (conftest)
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "c.jsonl").write_text(json.dumps({"id": "d1", "text": "Rollo was a Viking."}) + "\n")
@@ -351,19 +344,12 @@ def test_calls_per_case_counts_each_logical_call_once_across_resumes(tmp_path, m
 def test_a_local_servers_model_file_path_is_shown_as_its_name(tmp_path, monkeypatch):
     """llama.cpp's server answers with the GGUF path as `model`: reports show the file's name;
     the path stays in the store as detail."""
-    import importlib.util
     import json
-    import sys
     import time as _time
-    from pathlib import Path
+
+    import fake_llm_server as fls
 
     from abtest.store import Store
-
-    script = Path(__file__).resolve().parents[1] / "scripts" / "fake_llm_server.py"
-    spec = importlib.util.spec_from_file_location("fake_llm_server", script)
-    fls = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fake_llm_server", fls)
-    spec.loader.exec_module(fls)
     path = "/srv/models/qwen2.5-0.5b-instruct-q4_k_m.gguf"
 
     def responder(body):
