@@ -30,8 +30,9 @@ from .markdown import cell
 from .metrics import compute_metrics, continuous, metric_at, plain
 
 VARIANTS = ("A", "B")
+# compared frozen vs live per case (citation accuracy has no per-case value)
 COMPARED = ("pairwise", "faithfulness", "coverage", "abstention_answerable",
-            "abstention_unanswerable", "citation_accuracy", "quality", "relevance")
+            "abstention_unanswerable", "quality", "relevance")
 
 
 def _retrieval(finished, questions, chunk_ids, alpha) -> dict:
@@ -158,14 +159,11 @@ def frozen_comparison_rows(frozen: dict, live: dict) -> list[dict]:
     live run answered; here both columns are recomputed from the per-case rows of the
     cases both runs finished (for each metric, those with its value in both runs).
     Citation accuracy has no per-case value and is not compared."""
-    f_rows = {r["case_id"]: r for r in frozen.get("per_case") or [] if r.get("finished")}
-    l_rows = {r["case_id"]: r for r in live.get("per_case") or [] if r.get("finished")}
-    common = sorted(set(f_rows) & set(l_rows))
+    f_rows = {r["case_id"]: r for r in frozen.get("per_case") or []}
+    l_rows = {r["case_id"]: r for r in live.get("per_case") or []}
+    both = [(f_rows[c], l_rows[c]) for c in common_cases(frozen, live)["ids"]]
     rows = []
     for key in COMPARED:
-        if key == "citation_accuracy":
-            continue
-        both = [(f_rows[c], l_rows[c]) for c in common]
         pairs = [(_case_pair(fr, key), _case_pair(lr, key)) for fr, lr in both]
         pairs = [(fp, lp) for fp, lp in pairs if fp is not None and lp is not None]
         if not pairs:
