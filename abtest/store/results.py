@@ -54,6 +54,11 @@ class Store:
         self.path = Path(path)
         self._remote: dict | None = None  # the writing process, when it answers our reads
         self._readers = None
+        self.lock = threading.RLock()
+        self._local = threading.local()
+        self._cursors: list = []
+        self._writer: GroupCommit | None = None
+        self._gate = ReadGate()
         if not self.path.exists():
             if read_only or not create:
                 raise UserError("results store not found (run `abtest run` first)", file=str(self.path))
@@ -68,9 +73,6 @@ class Store:
                 self._remote = find_service(self.path)
             if self._remote is not None:  # a run is writing: it answers our reads
                 self.con = None
-                self.lock = threading.RLock()
-                self._writer = None
-                self._cursors = []
                 return
             if "lock" in msg.lower():
                 raise UserError("results store is in use by another abtest process (one writer at a "
@@ -80,11 +82,6 @@ class Store:
         except duckdb.Error as exc:
             raise UserError(f"not a valid results store: {str(exc).splitlines()[0]}",
                             file=str(self.path)) from None
-        self.lock = threading.RLock()
-        self._local = threading.local()
-        self._cursors: list = []
-        self._writer: GroupCommit | None = None
-        self._gate = ReadGate()
         if not read_only:
             self._migrate()
             self._writer = GroupCommit(self.con, self._gate)
