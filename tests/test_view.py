@@ -198,11 +198,168 @@ def test_model_and_chunk_text_are_escaped_on_every_page(tmp_path, monkeypatch):
     client = TestClient(create_app(p / "results" / "abtest.duckdb"))
     rid = json.loads(CliRunner().invoke(cli, ["report", "latest", "--format", "json"])
                      .stdout)["run_id"]
+    assert CliRunner().invoke(cli, ["review", "export", rid, "--n", "3"]).exit_code == 0
     pages = [client.get(f"/runs/{rid}"), client.get(f"/runs/{rid}/cases"),
-             client.get(f"/runs/{rid}/cases/q1"), client.get(f"/runs/{rid}/report")]
+             client.get(f"/runs/{rid}/cases/q1"), client.get(f"/runs/{rid}/report"),
+             client.get(f"/runs/{rid}/review")]
     for resp in pages:
         assert resp.status_code == 200
         text = resp.text
         assert "<script>alert" not in text and "<img src=x" not in text
     case_page = pages[2].text
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in case_page  # the chunk, as text
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in pages[4].text
+
+
+def _kappa(pairs):
+    """Cohen's kappa from its definition (independent of abtest.stats)."""
+    n = len(pairs)
+    cats = sorted({x for p in pairs for x in p})
+    po = sum(a == b for a, b in pairs) / n
+    pe = sum((sum(a == c for a, _ in pairs) / n) * (sum(b == c for _, b in pairs) / n)
+             for c in cats)
+    return (po - pe) / (1 - pe)
+
+
+@pytest.mark.chromium
+def test_label_review_items_in_chromium_and_see_agreement_change(server, tmp_path):
+    pw = _browser()
+    from abtest.store import Store
+
+    url, rep = server
+    rid = rep["run_id"]
+    store_path = Path.cwd() / "results" / "abtest.duckdb"
+    shots = Path(os.environ.get("ABTEST_SCREENSHOTS") or tmp_path / "screens")
+    shots.mkdir(parents=True, exist_ok=True)
+
+    def judge_row(page, judge):
+        return page.locator("#judge-validation tr", has=page.locator(f"td:text-is('{judge}')"))
+
+    with pw.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM),
+                                    args=["--no-sandbox", "--disable-dev-shm-usage"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{url}runs/{rid}")
+            # no labels yet: the run page's agreement table says so
+            assert judge_row(page, "faithfulness").inner_text().split("\t")[2].strip() == "0"
+            page.click("#review-link")
+            page.wait_for_selector("#no-items")
+            page.fill("#reviewer", "ann")
+            page.click("#reviewer-form button")
+            page.wait_for_selector("#draw")
+            page.click("#draw")   # the same draw as `abtest review export`
+            page.wait_for_selector("#review-progress")
+            n_items = page.locator("section.review-item").count()
+            assert page.inner_text("#review-progress") == f"0 of {n_items} labelled by ann"
+            # what the judge said about each claim item, from the store (hidden on the page)
+            s = Store(store_path, read_only=True, create=False)
+            try:
+                judge_says = {r["item_id"]: r["judge_label"] for r in s.review_items(rid)
+                              if r["judge"] == "faithfulness"}
+            finally:
+                s.close()
+            assert len(judge_says) >= 3 and len(set(judge_says.values())) == 2
+            claim_items = [i for i in page.locator("section.review-item").evaluate_all(
+                "els => els.map(e => e.dataset.item)") if i in judge_says]
+            assert sorted(claim_items) == sorted(judge_says)
+            # the page is blind: neither variant's name is on it (beyond the fixed task text)
+            body = page.inner_text("main").lower()
+            for task in page.locator(".task").all_inner_texts():
+                body = body.replace(task.lower(), "")
+            assert rep["variants"]["a"]["name"].lower() not in body
+            assert rep["variants"]["b"]["name"].lower() not in body
+            pairs = []
+            for k, item in enumerate(claim_items):
+                other = {"supported": "unsupported", "unsupported": "supported"}
+                given = other[judge_says[item]] if k == 0 else judge_says[item]
+                box = page.locator(f"section.review-item[data-item='{item}']")
+                box.locator(f"input[name=label][value={given}]").check()
+                box.locator("button[type=submit]").click()
+                page.wait_for_selector(f"section.review-item.done[data-item='{item}']")
+                pairs.append((judge_says[item], given))
+                if k == 0:
+                    page.screenshot(path=str(shots / "6-review-labelled.png"), full_page=True)
+            assert page.inner_text("#review-progress") == \
+                f"{len(claim_items)} of {n_items} labelled by ann"
+            page.click(".crumbs a.mono")
+            page.wait_for_selector("#judge-validation")
+            row = judge_row(page, "faithfulness").inner_text()
+            cells = row.split("\t")
+            assert cells[2].strip() == str(len(pairs))
+            assert cells[3].strip() == f"{_kappa(pairs):.3f}"
+            assert judge_row(page, "pairwise").inner_text().split("\t")[2].strip() == "0"
+            page.screenshot(path=str(shots / "7-run-agreement.png"), full_page=True)
+        finally:
+            browser.close()
+    # what the browser stored is what `review import` stores: the same rows, mapped alike
+    s = Store(store_path, read_only=True, create=False)
+    try:
+        stored = {(r["item_id"], r["label"], r["reviewer"]) for r in s.human_labels(rid)}
+    finally:
+        s.close()
+    assert stored == {(i, g, "ann") for i, (_, g) in zip(claim_items, pairs)}
+
+
+def test_review_forms_refuse_foreign_posts_and_bad_labels(stored_run):
+    import re
+
+    from starlette.testclient import TestClient
+
+    from abtest.store import Store
+    from abtest.view.app import create_app
+
+    p, rep = stored_run
+    rid = rep["run_id"]
+    store_path = p / "results" / "abtest.duckdb"
+    client = TestClient(create_app(store_path))
+    page = client.get(f"/runs/{rid}/review?reviewer=bo").text
+    token = re.search(r'name="token" value="([^"]+)"', page).group(1)
+    draw = f"/runs/{rid}/review/draw"
+    # another site's form: refused by the token, or by the browser's word on where it came from
+    assert client.post(draw, data={"token": "guess", "n": "3"}).status_code == 403
+    assert client.post(draw, data={"token": token, "n": "3"},
+                       headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
+    assert client.post(draw, data={"token": token, "n": "3"},
+                       headers={"Origin": "http://evil.example"}).status_code == 403
+    assert client.post(draw, data={"token": token, "n": "many"}).status_code == 400
+    r = client.post(draw, data={"token": token, "n": "3", "reviewer": "bo"}, follow_redirects=False)
+    assert r.status_code == 303
+    # the pack folder `abtest review export` would write, written by the same code
+    assert sorted(x.name for x in (p / "results" / "review" / rid).iterdir()) == \
+        ["items.jsonl", "labels.csv", "review.html"]
+    items = [json.loads(line) for line in
+             (p / "results" / "review" / rid / "items.jsonl").read_text().splitlines()]
+    page = client.get(f"/runs/{rid}/review?reviewer=bo").text
+    shown = re.findall(r'data-item="([^"]+)"', page)
+    assert shown == [it["item_id"] for it in items]   # same items, same order as the pack
+    pw = next(it for it in items if it["kind"] == "pairwise")
+    label = f"/runs/{rid}/review/label"
+    bad = client.post(label, data={"token": token, "item_id": pw["item_id"], "label": "supported",
+                                   "reviewer": "bo"})
+    assert bad.status_code == 400 and "not one of 1, 2, tie" in bad.text
+    assert client.post(label, data={"token": token, "item_id": "nope", "label": "1",
+                                    "reviewer": "bo"}).status_code == 400
+    # "1" is stored as the variant answer 1 was, by the secret side mapping
+    ok = client.post(label, data={"token": token, "item_id": pw["item_id"], "label": "1",
+                                  "reviewer": "bo"}, follow_redirects=False)
+    assert ok.status_code == 303
+    s = Store(store_path, read_only=True, create=False)
+    try:
+        sides = json.loads(next(r["mapping_json"] for r in s.review_items(rid)
+                                if r["item_id"] == pw["item_id"]))["sides"]
+        got = [(r["item_id"], r["label"], r["reviewer"]) for r in s.human_labels(rid)]
+        answer = {g["variant"]: g["answer"] for g in s.generations(rid)
+                  if g["case_id"] == pw["case_id"]}
+    finally:
+        s.close()
+    assert got == [(pw["item_id"], sides["1"], "bo")]
+    assert pw["answer_1"] == answer[sides["1"]] and pw["answer_2"] == answer[sides["2"]]
+    # while another process writes the store, a label cannot be saved: 409, said plainly
+    holder = Store(store_path)
+    try:
+        busy = client.post(label, data={"token": token, "item_id": pw["item_id"], "label": "2",
+                                        "reviewer": "bo"})
+    finally:
+        holder.close()
+    assert busy.status_code == 409 and "once it finishes" in busy.text

@@ -501,7 +501,7 @@ def judge_validation_html(jv: dict) -> str:
                      num_cols=(2, 3)) + f'<p class="note">Rule: {esc(jv.get("rule"))}.</p></div>')
 
 
-def _checks(m: dict) -> str:
+def checks_section(m: dict) -> str:
     out = ['<section id="checks"><h2>Deterministic checks (before any judge)</h2>']
     rows = []
     for name, s in _d(m.get("checks")).items():
@@ -523,7 +523,7 @@ def _checks(m: dict) -> str:
     return "".join(out)
 
 
-def _metrics(r: dict) -> str:
+def metrics_section(r: dict) -> str:
     m = _d(r.get("metrics"))
     out = ['<section id="metrics"><h2>Metric scores</h2>',
            '<figure id="forest-figure">', svg_forest(m),
@@ -851,7 +851,8 @@ def _footer(r: dict) -> str:
 def render_html(report: dict) -> str:
     """One self-contained HTML document for a report dict (see build.build_report)."""
     r = _d(report)
-    body = [_header(r), _summary(r), _fixture(r), _checks(_d(r.get("metrics"))), _metrics(r),
+    body = [_header(r), _summary(r), _fixture(r), checks_section(_d(r.get("metrics"))),
+            metrics_section(r),
             _gate(r), _incidents(r), _remediation(r), _flipped(r), _unfinished(r), _next_date(r),
             _cases(r), _footer(r)]
     return _page(f"abtest report — run {r.get('run_id')}", body)

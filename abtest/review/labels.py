@@ -99,7 +99,7 @@ def _parse_labels(path: Path, text: str) -> tuple[list[_Row], str | None]:
     return rows, None
 
 
-def _default_reviewer() -> str:
+def default_reviewer() -> str:
     try:
         return getpass.getuser() or "unknown"
     except Exception:
@@ -125,12 +125,34 @@ def import_labels(store, run_id: str, file, reviewer: str | None = None) -> int:
     except UnicodeDecodeError:
         raise UserError("labels file is not UTF-8 text", file=str(path)) from None
     load_run(store, run_id)
-    items = {r["item_id"]: r for r in store.review_items(run_id)}
-    if not items:
+    if not store.review_items(run_id):
         raise UserError(f"run {run_id!r} has no review pack; run `abtest review export {run_id}` "
                         "first", file=str(path))
     rows, file_reviewer = _parse_labels(path, text)
-    fallback = (file_reviewer or "").strip() or _default_reviewer()
+    return store_labels(store, run_id, rows, reviewer=reviewer, file_reviewer=file_reviewer,
+                        source=str(path))
+
+
+def label_item(store, run_id: str, item_id: str, label: str, reviewer: str | None = None) -> int:
+    """One label given in `abtest view`'s review page: the same checks as a file's rows."""
+    load_run(store, run_id)
+    return store_labels(store, run_id, [_Row("form", item_id, label, reviewer, None)],
+                        source="review page")
+
+
+def store_labels(store, run_id: str, rows: list[_Row], *, reviewer: str | None = None,
+                 file_reviewer: str | None = None, source: str) -> int:
+    """Check labelled rows against the run's review items and store them, all or nothing.
+
+    Each row must name an item of the run's pack and one of that item's allowed labels, and
+    a reviewer may label an item once per batch; pairwise "1"/"2" are mapped through the
+    item's secret side mapping to "A"/"B". ``source`` names the file (or page) in errors.
+    """
+    items = {r["item_id"]: r for r in store.review_items(run_id)}
+    if not items:
+        raise UserError(f"run {run_id!r} has no review pack; run `abtest review export {run_id}` "
+                        "first", file=source)
+    fallback = (file_reviewer or "").strip() or default_reviewer()
     forced = (reviewer or "").strip() or None
     problems: list[tuple[str, str]] = []
     seen: dict[tuple[str, str], str] = {}
@@ -170,9 +192,8 @@ def import_labels(store, run_id: str, file, reviewer: str | None = None) -> int:
     if problems:
         where, msg = problems[0]
         more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-        raise UserError(f"{msg}{more}; nothing imported", file=str(path), where=where)
+        raise UserError(f"{msg}{more}; nothing imported", file=source, where=where)
     if not out:
-        raise UserError("no labels in the file (every label is blank); nothing imported",
-                        file=str(path))
+        raise UserError("no labels given (every label is blank); nothing imported", file=source)
     write_rows(store, store.put_human_labels, out)
     return len(out)

@@ -57,6 +57,88 @@ def _script_json(obj: Any) -> str:
 
 
 
+class Sources:
+    """What items are drawn from and shown with: the run's verified cases, its answers, and
+    (read on first use) its claims and judgments. One instance serves a whole export or page."""
+
+    def __init__(self, store, run_id: str):
+        self.store, self.run_id = store, run_id
+        self.run = load_run(store, run_id)
+        self.cases = verified_cases(self.run)
+        self.gens = {(g["case_id"], g["variant"]): g
+                     for g in store.generations(run_id, exclude=("messages_json",))}
+        self._claims: list[dict] | None = None
+        self._judgments: list[dict] | None = None
+
+    def answer(self, cid: str, v: str) -> str | None:
+        g = self.gens.get((cid, v))
+        return g["answer"] if g and not g["error"] and g["answer"] else None
+
+    @property
+    def claims(self) -> list[dict]:
+        if self._claims is None:
+            self._claims = self.store.claims(self.run_id)
+        return self._claims
+
+    @property
+    def judgments(self) -> list[dict]:
+        if self._judgments is None:
+            self._judgments = self.store.judgments(self.run_id)
+        return self._judgments
+
+    def coverage_points(self) -> dict[tuple[str, str], list[str]]:
+        out = {}
+        for j in self.judgments:
+            if (j["judge"] == "coverage" and j["sample"] == 0 and not j["error"]
+                    and j["result_json"]):
+                out[(j["case_id"], j["subject"])] = list(json.loads(j["result_json"]).get("points") or [])
+        return out
+
+
+def item_content(src: Sources, rows: list[dict]) -> list[dict]:
+    """The blind, public content of stored review items, in the order given: what the pack
+    files and `abtest view`'s review page show. Rebuilt from the store and the fixture by the
+    item's secret mapping, so the two can never show an item differently. An item whose answer
+    or claim is no longer in the store is left out."""
+    claim_text = {(c["case_id"], c["variant"], c["idx"]): c["claim"] for c in src.claims}
+    points = src.coverage_points() if any(r["judge"] == "coverage" for r in rows) else {}
+    out = []
+    for r in rows:
+        m = json.loads(r["mapping_json"] or "{}")
+        cid, v, case = r["case_id"], m.get("variant"), src.cases.get(r["case_id"])
+        if case is None:
+            continue
+        pub: dict[str, Any] = {"item_id": r["item_id"], "case_id": cid, "question": case.question,
+                               "context": [{"id": ch.id, "text": ch.text} for ch in case.context]}
+        if r["judge"] == "pairwise":
+            sides = m.get("sides") or {}
+            a1, a2 = src.answer(cid, sides.get("1", "")), src.answer(cid, sides.get("2", ""))
+            if a1 is None or a2 is None:
+                continue
+            pub.update({"kind": "pairwise", "task": PAIRWISE_TASK, "answer_1": a1, "answer_2": a2})
+        else:
+            answer = src.answer(cid, v)
+            if answer is None:
+                continue
+            if r["judge"] == "faithfulness":
+                claim = claim_text.get((cid, v, m.get("idx")))
+                if claim is None:
+                    continue
+                pub.update({"kind": "claim", "task": CLAIM_TASK, "claim": claim, "answer": answer})
+            elif r["judge"] == "coverage":
+                pts = points.get((cid, v)) or []
+                i = m.get("idx")
+                if not isinstance(i, int) or not 0 <= i < len(pts):
+                    continue
+                pub.update({"kind": "coverage", "task": COVERAGE_TASK, "key_point": pts[i],
+                            "answer": answer})
+            else:
+                pub.update({"kind": "abstention", "task": ABSTENTION_TASK, "answer": answer})
+        pub.update({"allowed_labels": list(LABELS[r["judge"]]), "label": "", "note": ""})
+        out.append(pub)
+    return out
+
+
 def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict:
     """Write a blind review pack (items.jsonl, labels.csv, review.html) into `out_dir` and
     record each item's secret side mapping and the judge's label in `review_items`.
@@ -72,14 +154,8 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
     if int(n) != n or n < 0:
         raise UserError(f"--n must be a non-negative integer, got {n!r}", field="n")
     n = int(n)
-    run = load_run(store, run_id)
-    cases = verified_cases(run)
-    gens = {(g["case_id"], g["variant"]): g
-            for g in store.generations(run_id, exclude=("messages_json",))}
-
-    def answer(cid: str, v: str) -> str | None:
-        g = gens.get((cid, v))
-        return g["answer"] if g and not g["error"] and g["answer"] else None
+    src = Sources(store, run_id)
+    cases, answer = src.cases, src.answer
 
     base = f"abtest-review:{run_id}:{seed}"
     verdicts = pairwise_verdicts(store, run_id)
@@ -92,7 +168,7 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
     flagged = seeded_prefix(pw_pools.pop("flagged", []), n, f"{base}:pairwise-flagged")
     pw_sample = stratified(pw_pools, n, f"{base}:pairwise")
     claim_pools: dict[str, list] = defaultdict(list)
-    for c in store.claims(run_id):
+    for c in src.claims:
         if (c["verdict"] is None or not (c["claim"] or "").strip() or c["case_id"] not in cases
                 or not answer(c["case_id"], c["variant"])):
             continue
@@ -100,7 +176,7 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
     cl_sample = stratified(claim_pools, n, f"{base}:claims")
     cov_pools: dict[str, list] = defaultdict(list)
     abs_pools: dict[str, list] = defaultdict(list)
-    for j in store.judgments(run_id):
+    for j in src.judgments:
         cid, v = j["case_id"], j["subject"]
         if (j["sample"] != 0 or j["error"] or j["verdict"] is None or cid not in cases
                 or v not in ("A", "B") or not answer(cid, v)):
@@ -119,7 +195,7 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
         raise UserError(f"nothing to review in run {run_id!r}: no judgment with its answers and "
                         "fixture case", file=str(store.path))
 
-    # selected items: key, judge, case_id, secret, public fields, judge_label, fingerprint
+    # selected items: key, judge, case_id, secret, judge_label, fingerprint
     selected: list[dict] = []
     for cid in flagged + pw_sample:
         ab, ba = verdicts[cid]
@@ -128,32 +204,26 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
             "key": f"pairwise|{cid}", "judge": "pairwise", "case_id": cid,
             "fingerprint": item_sha(a, b), "judge_label": outcome(ab, ba),
             "secret": {"kind": "pairwise", "verdict_ab": ab, "verdict_ba": ba,
-                       "position_inconsistent": ab != ba, "stratum": pairwise_stratum(ab, ba)},
-            "answers": {"A": a, "B": b}})
+                       "position_inconsistent": ab != ba, "stratum": pairwise_stratum(ab, ba)}})
     for c in cl_sample:
         cid, v = c["case_id"], c["variant"]
         selected.append({
             "key": f"claim|{cid}|{v}|{c['idx']}", "judge": "faithfulness", "case_id": cid,
             "fingerprint": item_sha(c["claim"], answer(cid, v)), "judge_label": claim_label(c["verdict"]),
             "secret": {"kind": "claim", "variant": v, "idx": c["idx"], "judge_verdict": c["verdict"],
-                       "stratum": claim_label(c["verdict"])},
-            "public": {"kind": "claim", "task": CLAIM_TASK, "claim": c["claim"],
-                       "answer": answer(cid, v)}})
+                       "stratum": claim_label(c["verdict"])}})
     for cid, v, i, point in cov_sample:
         label = "covered" if (cid, v, i, point) in cov_pools["covered"] else "not_covered"
         selected.append({
             "key": f"coverage|{cid}|{v}|{i}", "judge": "coverage", "case_id": cid,
             "fingerprint": item_sha(point, answer(cid, v)), "judge_label": label,
-            "secret": {"kind": "coverage", "variant": v, "idx": i, "stratum": label},
-            "public": {"kind": "coverage", "task": COVERAGE_TASK, "key_point": point,
-                       "answer": answer(cid, v)}})
+            "secret": {"kind": "coverage", "variant": v, "idx": i, "stratum": label}})
     for cid, v in abs_sample:
         label = "abstained" if (cid, v) in abs_pools["abstained"] else "answered"
         selected.append({
             "key": f"abstention|{cid}|{v}", "judge": "abstention", "case_id": cid,
             "fingerprint": item_sha(answer(cid, v)), "judge_label": label,
-            "secret": {"kind": "abstention", "variant": v, "stratum": label},
-            "public": {"kind": "abstention", "task": ABSTENTION_TASK, "answer": answer(cid, v)}})
+            "secret": {"kind": "abstention", "variant": v, "stratum": label}})
 
     # reuse ids and sides of items already exported for this run
     existing: dict[str, dict] = {}
@@ -171,7 +241,7 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
     order = sorted(selected, key=lambda s: s["key"])
     random.Random(f"{base}:order").shuffle(order)
     tag = run_tag(run_id)
-    rows, public = [], []
+    rows = []
     for s in order:
         old = existing.get(s["key"])
         if old is not None and old.get("fingerprint") == s["fingerprint"]:
@@ -180,26 +250,18 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
             max_num += 1
             item_id = f"{tag}-{ITEM_LETTER[s['judge']]}{max_num:04d}"
             sides = None
-        case = cases[s["case_id"]]
-        pub: dict[str, Any] = {"item_id": item_id, "case_id": s["case_id"],
-                               "question": case.question,
-                               "context": [{"id": ch.id, "text": ch.text} for ch in case.context]}
+        secret = dict(s["secret"])
         if s["judge"] == "pairwise":
             if sides not in ({"1": "A", "2": "B"}, {"1": "B", "2": "A"}):
                 first = "A" if random.Random(f"{base}:sides:{s['key']}").random() < 0.5 else "B"
                 sides = {"1": first, "2": "B" if first == "A" else "A"}
-            pub.update({"kind": "pairwise", "task": PAIRWISE_TASK,
-                        "answer_1": s["answers"][sides["1"]], "answer_2": s["answers"][sides["2"]]})
-            secret = {**s["secret"], "sides": sides}
-        else:
-            pub.update(s["public"])
-            secret = dict(s["secret"])
-        pub.update({"allowed_labels": list(LABELS[s["judge"]]), "label": "", "note": ""})
+            secret["sides"] = sides
         secret.update({"key": s["key"], "fingerprint": s["fingerprint"], "seed": seed})
         rows.append({"run_id": run_id, "item_id": item_id, "judge": s["judge"],
                      "case_id": s["case_id"], "mapping_json": json.dumps(secret, sort_keys=True),
                      "judge_label": s["judge_label"]})
-        public.append(pub)
+    public = item_content(src, rows)
+    assert len(public) == len(rows), "an item drawn just now must have its content"
 
     write_rows(store, store.put_review_items, rows)
 

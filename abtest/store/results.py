@@ -426,6 +426,17 @@ class Store:
     def human_labels(self, run_id: str) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM human_labels WHERE run_id = ? ORDER BY item_id", [run_id])
 
+    def labels_state(self, run_id: str) -> tuple:
+        """A cheap fingerprint of a run's review items and labels: a report that reads them
+        (judge validation, PPI) is stale once it changes."""
+        rows = self._rows(
+            "SELECT (SELECT count(*) FROM review_items WHERE run_id = $1) AS items, "
+            "(SELECT count(*) FROM human_labels WHERE run_id = $1) AS labels, "
+            "(SELECT coalesce(sum(hash(item_id, label, reviewer)), 0)::VARCHAR FROM human_labels "
+            "WHERE run_id = $1) AS digest", [run_id])
+        r = rows[0]
+        return (r["items"], r["labels"], r["digest"])
+
     # -- export -------------------------------------------------------------
     RUN_TABLES = ("runs", "generations", "llm_calls", "checks", "judgments", "claims",
                   "human_labels", "review_items")

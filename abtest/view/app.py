@@ -36,7 +36,7 @@ def create_app(store_path: str | Path):
     from starlette.exceptions import HTTPException
     from starlette.middleware import Middleware
     from starlette.middleware.base import BaseHTTPMiddleware
-    from starlette.responses import HTMLResponse, Response
+    from starlette.responses import HTMLResponse, RedirectResponse, Response
     from starlette.routing import Route
 
     from . import data
@@ -49,6 +49,10 @@ def create_app(store_path: str | Path):
     import hashlib
 
     env.globals["asset_version"] = hashlib.sha256(b"".join(body_of.values())).hexdigest()[:12]
+    # forms that write (review labels) carry this, so another site cannot post to the view
+    import secrets
+
+    form_token = secrets.token_urlsafe(24)
 
     def page(name: str, **ctx) -> HTMLResponse:
         return HTMLResponse(env.get_template(name).render(store=str(store_path), **ctx))
@@ -81,10 +85,18 @@ def create_app(store_path: str | Path):
         return page("runs.html", runs=rows)
 
     async def run_page(request):
+        from markupsafe import Markup
+
+        from ..report.html import checks_section, metrics_section
+
         store, run, rep = with_run(request)
         store.close()
         licensed, claim = data.claim_line(rep)
-        return page("run.html", run=run, rep=rep, licensed=licensed, claim=claim)
+        # the report's own sections (escaped by its renderer): one rendering of the figures
+        sections = {"metrics": Markup(metrics_section(rep)),
+                    "checks": Markup(checks_section(rep.get("metrics") or {}))}
+        return page("run.html", run=run, rep=rep, licensed=licensed, claim=claim,
+                    sections=sections)
 
     async def report_page(request):
         from ..report import render
@@ -130,6 +142,91 @@ def create_app(store_path: str | Path):
             store.close()
         return page("compare.html", cmp=cmp)
 
+    def writable_store():
+        from ..store import Store
+
+        try:
+            return Store(store_path, read_only=False, create=False)
+        except UserError as exc:
+            raise HTTPException(409, exc.line() + " — labels can be saved once it finishes") from None
+
+    async def posted(request) -> dict[str, str]:
+        """The urlencoded form of a POST from one of the view's own pages (token checked)."""
+        from urllib.parse import parse_qs
+
+        # the token is the guard; the browser's own word on where the form came from is a
+        # second one (its Origin is "null" here: the pages send no referrer)
+        origin = request.headers.get("origin")
+        site = request.headers.get("sec-fetch-site")
+        if (site not in (None, "same-origin", "none") or (origin not in (None, "null") and
+                origin.rstrip("/") != f"{request.url.scheme}://{request.url.netloc}")):
+            raise HTTPException(403, "form posted from another site")
+        body = (await request.body()).decode("utf-8", "replace")
+        form = {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
+        if not secrets.compare_digest(form.get("token", ""), form_token):
+            raise HTTPException(403, "stale or foreign form (reload the page and try again)")
+        return form
+
+    def review_url(run_id: str, reviewer: str, anchor: str = "") -> str:
+        from urllib.parse import quote
+
+        return (f"/runs/{quote(run_id, safe='')}/review?reviewer={quote(reviewer, safe='')}"
+                + (f"#{quote(anchor, safe='')}" if anchor else ""))
+
+    async def review(request):
+        from ..review.labels import default_reviewer
+        from ..runs import load_run
+
+        reviewer = (request.query_params.get("reviewer") or "").strip() or default_reviewer()
+        store = open_store()
+        try:
+            run = load_run(store, request.path_params["run_id"])
+            items = data.review_items(store, run["run_id"], reviewer)
+        except UserError as exc:
+            raise HTTPException(404 if "not found" in exc.message else 409, exc.line()) from None
+        finally:
+            store.close()
+        return page("review.html", run=run, reviewer=reviewer, token=form_token, **items)
+
+    async def review_label(request):
+        from ..review.labels import label_item
+        from ..runs import load_run
+
+        form = await posted(request)
+        run_id = request.path_params["run_id"]
+        reviewer = form.get("reviewer", "").strip()
+        if not reviewer:
+            raise HTTPException(400, "reviewer: give a name")
+        store = writable_store()
+        try:
+            run_id = load_run(store, run_id)["run_id"]
+            label_item(store, run_id, form.get("item_id", ""), form.get("label", ""), reviewer)
+        except UserError as exc:
+            raise HTTPException(400, exc.line()) from None
+        finally:
+            store.close()
+        return RedirectResponse(review_url(run_id, reviewer, form.get("next", "")), 303)
+
+    async def review_draw(request):
+        from ..review.pack import export_pack
+        from ..runs import load_run
+
+        form = await posted(request)
+        try:
+            n = int(form.get("n", "40"))
+        except ValueError:
+            raise HTTPException(400, "n: give a whole number of items per judge") from None
+        store = writable_store()
+        try:
+            run_id = load_run(store, request.path_params["run_id"])["run_id"]
+            # the same draw and pack folder as `abtest review export RUN_ID --n N`
+            export_pack(store, run_id, store_path.parent / "review" / run_id, n=n)
+        except UserError as exc:
+            raise HTTPException(400, exc.line()) from None
+        finally:
+            store.close()
+        return RedirectResponse(review_url(run_id, form.get("reviewer", "")), 303)
+
     async def asset(request):
         name = request.path_params["name"]
         if name not in ASSETS:
@@ -146,6 +243,9 @@ def create_app(store_path: str | Path):
     routes = [Route("/", runs), Route("/runs/{run_id}", run_page),
               Route("/runs/{run_id}/report", report_page),
               Route("/runs/{run_id}/cases", cases),
+              Route("/runs/{run_id}/review", review),
+              Route("/runs/{run_id}/review/label", review_label, methods=["POST"]),
+              Route("/runs/{run_id}/review/draw", review_draw, methods=["POST"]),
               Route("/runs/{run_id}/cases/{case_id:path}", case),
               Route("/compare", compare), Route("/assets/{name}", asset)]
     async def headers(request, call_next):
@@ -157,9 +257,10 @@ def create_app(store_path: str | Path):
                                                        "'unsafe-inline'; img-src data:; "
                                                        "base-uri 'none'; form-action 'none'")
         else:
+            # inline style attributes only: the report's figures colour their labels so
             resp.headers["Content-Security-Policy"] = ("default-src 'self'; img-src 'self' "
-                                                       "data:; base-uri 'none'; "
-                                                       "form-action 'self'")
+                                                       "data:; style-src 'self' 'unsafe-inline'; "
+                                                       "base-uri 'none'; form-action 'self'")
         resp.headers["Referrer-Policy"] = "no-referrer"
         resp.headers["X-Content-Type-Options"] = "nosniff"
         return resp

@@ -1,7 +1,8 @@
 """What the view's pages show, read from the store: plain dicts, no HTML.
 
-Reports are built by the same code as `abtest report` and kept per (run, status, finish
-time), so a finished run's page is built once and a running run's is rebuilt as it moves.
+Reports are built by the same code as `abtest report` and kept per state of the run (status,
+finish time, its review labels), so a finished run's page is built once, a running run's is
+rebuilt as it moves, and a label given in the review page shows in the run's agreement.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ _LOCK = threading.Lock()
 
 def report_of(store, run: dict) -> dict:
     """The run's report (frozen or live), built once per state of the run."""
-    key = (str(store.path), run["run_id"], run["status"], str(run.get("finished_at")))
+    key = (str(store.path), run["run_id"], run["status"], str(run.get("finished_at")),
+           store.labels_state(run["run_id"]))
     with _LOCK:
         hit = _CACHE.get(key)
     if hit is not None:
@@ -207,3 +209,27 @@ def compare(store, run1: str, run2: str) -> dict:
         and (c["faithfulness_b_1"] >= 0.85) != (c["faithfulness_b_2"] >= 0.85))]
     return {**cmp, "metrics": rows, "changed": changed,
             "claims": [claim_line(r) for r in reps]}
+
+
+def review_items(store, run_id: str, reviewer: str) -> dict[str, Any]:
+    """The run's blind review items as `review export` drew them (content rebuilt by the
+    pack's own code), each with the label `reviewer` gave it, shown on the item's scale."""
+    from ..review.items import item_number
+    from ..review.pack import Sources, item_content
+
+    rows = sorted(store.review_items(run_id), key=lambda r: item_number(r["item_id"]))  # pack order
+    if not rows:
+        return {"items": [], "n_labelled": 0, "labellers": []}
+    content = item_content(Sources(store, run_id), rows)
+    sides = {r["item_id"]: (json.loads(r["mapping_json"] or "{}").get("sides") or {}) for r in rows}
+    mine, labellers = {}, set()
+    for lab in store.human_labels(run_id):
+        labellers.add(lab["reviewer"])
+        if lab["reviewer"] == reviewer:
+            shown = lab["label"]
+            back = {v: k for k, v in sides.get(lab["item_id"], {}).items()}
+            mine[lab["item_id"]] = back.get(shown, shown)   # "A"/"B" back to "1"/"2"
+    for it in content:
+        it["given"] = mine.get(it["item_id"])
+    return {"items": content, "n_labelled": sum(1 for it in content if it["given"]),
+            "labellers": sorted(x for x in labellers if x)}
