@@ -66,11 +66,11 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str 
     from .fixtures import capture, load_questions
     from .jsonl import write_jsonl
     from .llm import preload
-    from .report import build_report, render
+    from .report import render
+    from .report.summary import report_and_summary
     from .retrieval import get_retriever
     from .retrieval.index import build_index
     from .runner import run
-    from .store import Store
 
     t0 = time.monotonic()
     preload()
@@ -111,11 +111,7 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str 
     progress("running A = plain vs B = grounded on the embedded model (generate, check, judge)")
     res = run(lc, fixture, d / "variants" / "plain.yaml", d / "variants" / "grounded.yaml",
               progress=progress)
-    store = Store(lc.store_path, read_only=True)
-    try:
-        rep = build_report(store, res.run_id)
-    finally:
-        store.close()
+    rep = report_and_summary(lc.store_path, res.run_id)  # and kept for `abtest view`
     out_md = d / "results" / f"report-{res.run_id}.md"
     out_json = d / "results" / f"report-{res.run_id}.json"
     out_md.write_text(render(rep, "md"), encoding="utf-8")
@@ -159,8 +155,8 @@ def _live_demo(lc, d: Path, qpath: Path, index_path: Path, frozen_run: str, mode
     from .demo_server import DemoChatServer
     from .errors import IncompleteError
     from .live import run_live
-    from .report.live import build_live_report, render_live
-    from .store import Store
+    from .report.live import render_live
+    from .report.summary import report_and_summary
 
     gen = lc.config.generator
     progress("live: starting two demo chat servers on 127.0.0.1 (plain, grounded)")
@@ -176,11 +172,7 @@ def _live_demo(lc, d: Path, qpath: Path, index_path: Path, frozen_run: str, mode
         except IncompleteError as exc:
             progress(f"live: incomplete: {exc}")
             return 3
-    store = Store(lc.store_path, read_only=True)
-    try:
-        rep = build_live_report(store, run_id)
-    finally:
-        store.close()
+    rep = report_and_summary(lc.store_path, run_id)
     out = d / "results" / f"live-{run_id}.md"
     out.write_text(render_live(rep, "md"), encoding="utf-8")
     (d / "results" / f"live-{run_id}.json").write_text(render_live(rep, "json"), encoding="utf-8")

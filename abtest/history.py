@@ -144,21 +144,32 @@ def _model(m: dict) -> str:
 
 # --------------------------------------------------------------------------- compare
 def compare_runs(store, run1: str, run2: str) -> dict:
-    """Per case: pairwise outcome and faithfulness of B in each run; which cases flipped."""
-    from .report import build_report
+    """Per case: pairwise outcome and faithfulness of B in each run; which cases flipped.
+
+    Two frozen runs (or two live runs) must share their fixture (golden file). A frozen run
+    and a live run are compared over the case ids both have: the live run retrieved its own
+    contexts, so this lines up two different measurements, never one claim."""
+    from .report.summary import build_any
     from .runs import check_fixture_unchanged, load_run
 
     r1, r2 = load_run(store, run1), load_run(store, run2)
-    if r1["fixture_sha256"] != r2["fixture_sha256"]:
+    mixed = r1["kind"] != r2["kind"]
+    if not mixed and r1["fixture_sha256"] != r2["fixture_sha256"]:
         raise UserError(f"runs are on different fixtures ({run1}: {r1['fixture_name']} "
                         f"{_short(r1['fixture_sha256'], 12)}…, {run2}: {r2['fixture_name']} "
                         f"{_short(r2['fixture_sha256'], 12)}…); compare runs on the same fixture")
-    check_fixture_unchanged(r1)
-    rep1, rep2 = build_report(store, run1), build_report(store, run2)
+    for r in (r1, r2):
+        if r["kind"] != "live":
+            check_fixture_unchanged(r)
+    rep1, rep2 = build_any(store, r1), build_any(store, r2)
     by1 = {r["case_id"]: r for r in rep1["per_case"]}
     by2 = {r["case_id"]: r for r in rep2["per_case"]}
+    ids = set(by1) & set(by2) if mixed else set(by1) | set(by2)
+    if mixed and not ids:
+        raise UserError(f"the frozen and the live run have no case id in common ({run1}: "
+                        f"{r1['fixture_name']}, {run2}: {r2['fixture_name']})")
     cases = []
-    for cid in sorted(set(by1) | set(by2)):
+    for cid in sorted(ids):
         a, b = by1.get(cid, {}), by2.get(cid, {})
         o1, o2 = a.get("pairwise"), b.get("pairwise")
         f1, f2 = a.get("faithfulness_b"), b.get("faithfulness_b")
@@ -183,6 +194,8 @@ def compare_runs(store, run1: str, run2: str) -> dict:
 
     same = {k: (r1[f"variant_{k}_sha256"] == r2[f"variant_{k}_sha256"]) for k in ("a", "b")}
     return {"fixture": {"name": r1["fixture_name"], "cases_sha256": r1["fixture_sha256"]},
+            "kinds": [r1["kind"], r2["kind"]],
+            "only_1": sorted(set(by1) - ids), "only_2": sorted(set(by2) - ids),
             "run_1": side(r1, rep1), "run_2": side(r2, rep2),
             "same_variants": same, "n_cases": len(cases),
             "flipped": [c["case_id"] for c in cases if c["flipped"]], "cases": cases}

@@ -108,3 +108,38 @@ def test_the_writer_serves_one_select_to_the_holder_of_its_token(tmp_path):
     finally:
         st.close()
     assert not sidecar(path).exists() and find_service(path) is None
+
+
+def test_a_run_started_while_the_view_holds_the_store_gets_it(tmp_path, monkeypatch):
+    """`abtest view` keeps its read-only handle between requests; a writer raises the wait
+    flag and the view lets go, so the run starts instead of failing on the lock."""
+    from starlette.testclient import TestClient
+
+    from abtest.view import held
+    from abtest.view.app import create_app
+
+    monkeypatch.setattr(held, "IDLE_S", 600)   # only the writer's flag can make it let go
+    srv = FakeLLMServer(latency=0.0, max_seconds=300)
+    url = srv.start()
+    try:
+        proj = make_project(tmp_path / "p", many_cases(4), config=config(url))
+        monkeypatch.chdir(proj)
+        env = {**os.environ, "FAKE_LLM_KEY": "sk-x-123456789"}
+        first = subprocess.run([sys.executable, "-m", "abtest.cli", *RUN, "--run-id", "one"],
+                               capture_output=True, text=True, env=env, timeout=300)
+        assert first.returncode == 0, first.stderr
+        store = proj / "results" / "abtest.duckdb"
+        client = TestClient(create_app(store))
+        assert "one" in client.get("/").text
+        # the view holds the file now: a plain writer (no flag) is refused
+        probe = subprocess.run([sys.executable, "-c", "import duckdb, sys; duckdb.connect(sys.argv[1])",
+                                str(store)], capture_output=True, text=True, timeout=60)
+        assert probe.returncode != 0 and "lock" in probe.stderr.lower()
+        second = subprocess.run([sys.executable, "-m", "abtest.cli", *RUN, "--run-id", "two"],
+                                capture_output=True, text=True, env=env, timeout=300)
+        assert second.returncode == 0, second.stderr
+        page = client.get("/").text
+        assert 'href="/runs/two"' in page and 'href="/runs/one"' in page
+        assert not (store.parent / "abtest.duckdb.wait").exists()
+    finally:
+        srv.stop()

@@ -290,6 +290,16 @@ def test_label_review_items_in_chromium_and_see_agreement_change(server, tmp_pat
             assert cells[3].strip() == f"{_kappa(pairs):.3f}"
             assert judge_row(page, "pairwise").inner_text().split("\t")[2].strip() == "0"
             page.screenshot(path=str(shots / "7-run-agreement.png"), full_page=True)
+            # the labels made the run's stored summary stale: the runs page asks for a fresh
+            # one after it renders, and shows the claim line of the report as it now is
+            now = json.loads(CliRunner().invoke(cli, ["report", rid, "--format", "json"]).stdout)
+            want = now["claim"]["sentence"] if now["claim"]["licensed"] else \
+                now["claim"]["reasons"][0]
+            page.goto(url)
+            page.wait_for_function("() => !document.querySelector('tr[data-pending]')")
+            row = page.locator("#runs-table tbody tr", has_text=rid)
+            assert want in row.locator(".claim-cell").inner_text()
+            assert row.locator(".gate-cell").inner_text() == now["gate"]["decision"]
         finally:
             browser.close()
     # what the browser stored is what `review import` stores: the same rows, mapped alike

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .common import EXIT_INCOMPLETE, Command, config_path, progress
+from .common import EXIT_INCOMPLETE, Command, config_path, keep_summary, progress
 
 
 @click.command("live", cls=Command)
@@ -95,6 +95,7 @@ def live(ctx, golden, a_target, b_target, frozen_run, run_id, resume, a_name, b_
     progress(f"{res.status}: {res.n_items} answers from {res.n_cases} questions, "
               f"{res.seconds:.1f} s; report: abtest report {res.run_id}")
     click.echo(res.run_id)
+    keep_summary(lc.store_path, res.run_id)
     if res.status != "complete":
         progress(f"incomplete: unfinished questions: {', '.join(res.unfinished[:20])}"
                   + (f" ({res.judge_errors[0][:120]})" if res.judge_errors else ""))

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .common import EXIT_INCOMPLETE, load, progress
+from .common import EXIT_INCOMPLETE, keep_summary, load, progress
 
 
 # --------------------------------------------------------------------------- run & report
@@ -87,6 +87,7 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
     if res.comparison_kind == "pipeline_change":
         progress("this is a pipeline change, re-measure end to end; the frozen claim does not apply")
     click.echo(res.run_id)
+    keep_summary(lc.store_path, res.run_id)
     if res.status != "complete":
         progress(f"incomplete: unfinished cases: {', '.join(res.unfinished[:20])}"
                   f"{' …' if len(res.unfinished) > 20 else ''} (fix the cause, then "

@@ -891,30 +891,12 @@ def _live_metric_rows(m: dict) -> list[list[str]]:
     return rows
 
 
-def render_live_html(report: dict) -> str:
-    """The live report as a page like the frozen one: the frozen and live claims kept apart,
-    frozen vs live over the cases both finished, metrics with CIs, gate, per question."""
-    r = _d(report)
+def live_sections(r: dict) -> list[str]:
+    """The live report's claims (frozen and live kept apart), frozen vs live, and its metrics:
+    the live page's body, and `abtest view`'s page of a live run."""
+    r = _d(r)
     m = _d(r.get("metrics"))
-    golden, variants, versions = _d(r.get("golden")), _d(r.get("variants")), _d(r.get("versions"))
-    items = [("Status", f"<strong>{esc(r.get('status'))}</strong> — {_fv(r.get('n_finished'))}/"
-                        f"{_fv(r.get('n_cases'))} questions finished"
-                        + (f" — incomplete: {esc(r.get('incomplete_reason'))}"
-                           if r.get("incomplete_reason") else "")),
-             ("Golden questions", f"<code>{esc(golden.get('name'))}</code> (sha256 "
-                                  f'<span class="mono">{esc(str(golden.get("sha256") or "")[:12])}'
-                                  "</span>)"),
-             ("Retriever", f"{esc(r.get('retriever'))}; corpus {esc(r.get('corpus_version'))}")]
-    for s in ("a", "b"):
-        vv = ", ".join(str(x) for x in _l(versions.get(s))) or "not reported"
-        items.append((s.upper(), f"<code>{esc(_d(variants.get(s)).get('target'))}</code> "
-                                 f"(assistant version {esc(vv)})"))
-    items.append(("Judge", f"<code>{esc(_d(_d(r.get('models')).get('judge')).get('requested'))}"
-                           "</code>"))
-    out = [f"<header><h1>abtest live report — run {esc(r.get('run_id'))}</h1><dl class=\"meta\">"]
-    out += [f"<dt>{esc(k)}</dt><dd>{val}</dd>" for k, val in items]
-    out.append("</dl></header>")
-
+    out: list[str] = []
     claims = _d(r.get("claims"))
     out.append('<section id="claims"><h2>Claims</h2>')
     fc = _d(claims.get("frozen"))
@@ -976,6 +958,33 @@ def render_live_html(report: dict) -> str:
     if jv:
         out.append(judge_validation_html(jv))
     out.append("</section>")
+    return out
+
+
+def render_live_html(report: dict) -> str:
+    """The live report as a page like the frozen one: the frozen and live claims kept apart,
+    frozen vs live over the cases both finished, metrics with CIs, gate, per question."""
+    r = _d(report)
+    golden, variants, versions = _d(r.get("golden")), _d(r.get("variants")), _d(r.get("versions"))
+    items = [("Status", f"<strong>{esc(r.get('status'))}</strong> — {_fv(r.get('n_finished'))}/"
+                        f"{_fv(r.get('n_cases'))} questions finished"
+                        + (f" — incomplete: {esc(r.get('incomplete_reason'))}"
+                           if r.get("incomplete_reason") else "")),
+             ("Golden questions", f"<code>{esc(golden.get('name'))}</code> (sha256 "
+                                  f'<span class="mono">{esc(str(golden.get("sha256") or "")[:12])}'
+                                  "</span>)"),
+             ("Retriever", f"{esc(r.get('retriever'))}; corpus {esc(r.get('corpus_version'))}")]
+    for s in ("a", "b"):
+        vv = ", ".join(str(x) for x in _l(versions.get(s))) or "not reported"
+        items.append((s.upper(), f"<code>{esc(_d(variants.get(s)).get('target'))}</code> "
+                                 f"(assistant version {esc(vv)})"))
+    items.append(("Judge", f"<code>{esc(_d(_d(r.get('models')).get('judge')).get('requested'))}"
+                           "</code>"))
+    out = [f"<header><h1>abtest live report — run {esc(r.get('run_id'))}</h1><dl class=\"meta\">"]
+    out += [f"<dt>{esc(k)}</dt><dd>{val}</dd>" for k, val in items]
+    out.append("</dl></header>")
+
+    out += live_sections(r)
     out.append(_gate(r))
     out.append(_incidents(r))
 

@@ -148,3 +148,14 @@ def m005_model_detail(con) -> None:
     """`llm_calls.model_detail`: what the provider said when model_resolved shortens it (a local
     server's model file path; the id shown is the file's name)."""
     con.execute("ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS model_detail VARCHAR")
+
+
+@migration
+def m006_run_summaries(con) -> None:
+    """`run_summaries`: each finished run's claim line and gate, kept with the state of the run
+    they were built from (abtest version, status, finish time, labels), so `abtest view` lists
+    hundreds of runs without building each report; a summary whose state differs is rebuilt."""
+    con.execute("""
+    CREATE TABLE IF NOT EXISTS run_summaries (
+        run_id VARCHAR PRIMARY KEY, state VARCHAR NOT NULL, summary_json VARCHAR NOT NULL,
+        created_at TIMESTAMP)""")

@@ -127,6 +127,12 @@ class ReadService:
             pass
 
 
+def wait_flag(path: Path) -> Path:
+    """A writer kept out by a reader touches this: `abtest view` (which keeps its read-only
+    handle between requests) lets go as soon as it sees it."""
+    return path.with_name(path.name + ".wait")
+
+
 def find_service(path: Path) -> dict | None:
     """The writer's address, when a live process published one for this store."""
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,7 @@ class Store:
                 raise UserError("results store not found (run `abtest run` first)", file=str(self.path))
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.con = connect(self.path, read_only)
+            self.con = self._connect(read_only)
         except duckdb.IOException as exc:
             msg = str(exc)
             if "lock" in msg.lower() and read_only:
@@ -80,6 +81,9 @@ class Store:
             raise UserError(f"cannot open results store: {msg.splitlines()[0]}",
                             file=str(self.path)) from None
         except duckdb.Error as exc:
+            if "Unique file handle conflict" in str(exc):
+                raise UserError("results store is held by a reader in this process that did not "
+                                "let go; try again", file=str(self.path)) from None
             raise UserError(f"not a valid results store: {str(exc).splitlines()[0]}",
                             file=str(self.path)) from None
         if not read_only:
@@ -90,6 +94,52 @@ class Store:
             self._readers = ReadService(self)  # other processes read through us meanwhile
         else:
             self._check_schema()
+
+    # a writer kept out only by readers (no writer serves reads) waits this long for them
+    READER_WAIT_S = 5.0
+
+    def _connect(self, read_only: bool):
+        """Open the file. A writer that finds it locked by readers only (a report, or `abtest
+        view` between requests) raises the wait flag and retries: readers hold it briefly and
+        the view lets go when it sees the flag. Locked by a writer, it fails at once."""
+        import duckdb
+
+        from .readers import find_service, wait_flag
+
+        def held(exc: Exception) -> bool:  # by another process, or by this one (the view)
+            return (isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()) or \
+                "Unique file handle conflict" in str(exc)
+
+        try:
+            return connect(self.path, read_only)
+        except duckdb.Error as exc:
+            if read_only or not held(exc) or find_service(self.path):
+                raise
+        flag = wait_flag(self.path)
+        deadline = time.monotonic() + self.READER_WAIT_S
+        try:
+            flag.touch()
+            while True:
+                time.sleep(0.05)
+                try:
+                    return connect(self.path, read_only)
+                except duckdb.Error as exc:
+                    if not held(exc) or time.monotonic() > deadline or find_service(self.path):
+                        raise
+        finally:
+            try:
+                flag.unlink()
+            except OSError:
+                pass
+
+    @property
+    def is_remote(self) -> bool:
+        """Reads go to the process writing the store (it holds the file)."""
+        return self._remote is not None
+
+    @property
+    def writable(self) -> bool:
+        return self._writer is not None
 
     # -- lifecycle -------------------------------------------------------
     def _migrate(self) -> None:
@@ -153,7 +203,8 @@ class Store:
              "judgments": ("run_id", "case_id", "judge", "subject", "sample"),
              "checks": ("run_id", "case_id", "variant", "name"),
              "live_items": ("run_id", "case_id", "variant"),
-             "review_items": ("run_id", "item_id"), "human_labels": ("run_id", "item_id", "reviewer")}
+             "review_items": ("run_id", "item_id"), "human_labels": ("run_id", "item_id", "reviewer"),
+             "run_summaries": ("run_id",)}
 
     def _op(self, table: str, row: dict[str, Any], *, replace: bool = False,
             ignore: bool = False) -> WriteOp:
@@ -328,10 +379,12 @@ class Store:
         return self._rows(f"SELECT {sel} FROM judgments WHERE run_id = ? "
                           "ORDER BY case_id, judge, subject, sample", [run_id])
 
-    def case_rows(self, run_id: str, case_id: str) -> dict[str, list[dict[str, Any]]]:
+    def case_rows(self, run_id: str, case_id: str, live: bool = False
+                  ) -> dict[str, list[dict[str, Any]]]:
         """Everything stored for one case of a run (the view's case page), by table."""
         out = {}
-        for table, order in (("generations", "variant"), ("judgments", "judge, subject, sample"),
+        answers = ("live_items", "variant") if live else ("generations", "variant")
+        for table, order in (answers, ("judgments", "judge, subject, sample"),
                              ("claims", "variant, idx"), ("checks", "variant, name")):
             out[table] = self._rows(f"SELECT * FROM {table} WHERE run_id = ? AND case_id = ? "
                                     f"ORDER BY {order}", [run_id, case_id])
@@ -425,6 +478,40 @@ class Store:
 
     def human_labels(self, run_id: str) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM human_labels WHERE run_id = ? ORDER BY item_id", [run_id])
+
+    def labels_states(self) -> dict[str, tuple]:
+        """`labels_state` of every run that has review items, in one query."""
+        rows = self._rows(
+            "SELECT i.run_id, i.items, coalesce(l.labels, 0) AS labels, "
+            "coalesce(l.digest, '0') AS digest FROM "
+            "(SELECT run_id, count(*) AS items FROM review_items GROUP BY run_id) i LEFT JOIN "
+            "(SELECT run_id, count(*) AS labels, sum(hash(item_id, label, reviewer))::VARCHAR "
+            "AS digest FROM human_labels GROUP BY run_id) l USING (run_id)")
+        return {r["run_id"]: (r["items"], r["labels"], r["digest"]) for r in rows}
+
+    # -- run summaries (the view's runs page) ----------------------------
+    def put_run_summary(self, run_id: str, state: str, summary: dict[str, Any]) -> None:
+        self._upsert_many("run_summaries", [{"run_id": run_id, "state": state,
+                                             "summary_json": json.dumps(summary)}])
+
+    def run_summaries(self) -> dict[str, dict[str, Any]]:
+        """Stored summaries by run id, each with the state it was built from ({} on a store
+        written by an abtest from before they existed, opened read-only)."""
+        if not self._rows("SELECT 1 AS x FROM duckdb_tables() WHERE table_name = 'run_summaries' "
+                          "AND schema_name = 'main'"):
+            return {}
+        return {r["run_id"]: {"state": r["state"], **json.loads(r["summary_json"])}
+                for r in self._rows("SELECT run_id, state, summary_json FROM run_summaries")}
+
+    def answered_counts(self, run_ids: Iterable[str]) -> dict[str, int]:
+        """Per run, the cases with an answer from both variants (a running run's progress)."""
+        ids = list(run_ids)
+        if not ids:
+            return {}
+        rows = self._rows("SELECT run_id, count(*) AS n FROM (SELECT run_id, case_id FROM "
+                          "generations WHERE list_contains(?, run_id) GROUP BY run_id, case_id "
+                          "HAVING count(DISTINCT variant) = 2) GROUP BY run_id", [ids])
+        return {r["run_id"]: r["n"] for r in rows}
 
     def labels_state(self, run_id: str) -> tuple:
         """A cheap fingerprint of a run's review items and labels: a report that reads them

@@ -57,11 +57,13 @@ def create_app(store_path: str | Path):
     def page(name: str, **ctx) -> HTMLResponse:
         return HTMLResponse(env.get_template(name).render(store=str(store_path), **ctx))
 
-    def open_store():
-        from ..store import Store
+    from .held import Holder
 
+    holder = Holder(store_path)
+
+    def open_store():
         try:
-            return Store(store_path, read_only=True, create=False)
+            return holder.borrow()
         except UserError as exc:
             raise HTTPException(503, exc.line()) from None
 
@@ -84,17 +86,36 @@ def create_app(store_path: str | Path):
             store.close()
         return page("runs.html", runs=rows)
 
+    async def summary(request):
+        from starlette.responses import JSONResponse
+
+        from ..runs import load_run
+
+        store = open_store()
+        try:
+            run = load_run(store, request.path_params["run_id"])
+            out = data.summary_of(store, run)
+        except UserError as exc:
+            return JSONResponse({"claim": f"report unavailable: {exc.message}", "gate": "—",
+                                 "licensed": False, "resolved": ""})
+        finally:
+            store.close()
+        return JSONResponse(out)
+
     async def run_page(request):
         from markupsafe import Markup
 
-        from ..report.html import checks_section, metrics_section
+        from ..report.html import checks_section, live_sections, metrics_section
 
         store, run, rep = with_run(request)
         store.close()
         licensed, claim = data.claim_line(rep)
         # the report's own sections (escaped by its renderer): one rendering of the figures
-        sections = {"metrics": Markup(metrics_section(rep)),
-                    "checks": Markup(checks_section(rep.get("metrics") or {}))}
+        if run["kind"] == "live":
+            sections = {"metrics": Markup("".join(live_sections(rep))), "checks": ""}
+        else:
+            sections = {"metrics": Markup(metrics_section(rep)),
+                        "checks": Markup(checks_section(rep.get("metrics") or {}))}
         return page("run.html", run=run, rep=rep, licensed=licensed, claim=claim,
                     sections=sections)
 
@@ -145,6 +166,7 @@ def create_app(store_path: str | Path):
     def writable_store():
         from ..store import Store
 
+        holder.drop()  # the view's own read-only handle first
         try:
             return Store(store_path, read_only=False, create=False)
         except UserError as exc:
@@ -242,6 +264,7 @@ def create_app(store_path: str | Path):
 
     routes = [Route("/", runs), Route("/runs/{run_id}", run_page),
               Route("/runs/{run_id}/report", report_page),
+              Route("/runs/{run_id}/summary", summary),
               Route("/runs/{run_id}/cases", cases),
               Route("/runs/{run_id}/review", review),
               Route("/runs/{run_id}/review/label", review_label, methods=["POST"]),

@@ -15,58 +15,91 @@ from typing import Any
 from ..errors import UserError
 
 _CACHE: dict[tuple, dict] = {}
+_SUMMARIES: dict[tuple, dict] = {}
 _LOCK = threading.Lock()
+
+
+def _state(store, run: dict) -> str:
+    """The run's state as its stored summary records it; a running run's also counts its
+    answered cases, so its page moves as the run does."""
+    from ..report.summary import state_of
+
+    st = state_of(run, store.labels_state(run["run_id"]))
+    if run["status"] == "running":
+        st += f"|{store.answered_counts([run['run_id']]).get(run['run_id'], 0)}"
+    return st
 
 
 def report_of(store, run: dict) -> dict:
     """The run's report (frozen or live), built once per state of the run."""
-    key = (str(store.path), run["run_id"], run["status"], str(run.get("finished_at")),
-           store.labels_state(run["run_id"]))
+    from ..report.summary import build_any
+
+    key = (str(store.path), run["run_id"], _state(store, run))
     with _LOCK:
         hit = _CACHE.get(key)
     if hit is not None:
         return hit
-    if run["kind"] == "live":
-        from ..report.live import build_live_report
-
-        rep = build_live_report(store, run["run_id"])
-    else:
-        from ..report.build import build_report
-
-        rep = build_report(store, run["run_id"])
+    rep = build_any(store, run)
     with _LOCK:
         _CACHE[key] = rep
     return rep
 
 
+def summary_of(store, run: dict) -> dict:
+    """A finished run's summary for the runs page, built from its report when the store has
+    none for its current state (the view opens the store read-only: it keeps it in memory)."""
+    from ..report.summary import summarize
+
+    key = (str(store.path), run["run_id"], _state(store, run))
+    with _LOCK:
+        hit = _SUMMARIES.get(key)
+    if hit is None:
+        hit = summarize(report_of(store, run))
+        with _LOCK:
+            _SUMMARIES[key] = hit
+    return hit
+
+
 def claim_line(rep: dict) -> tuple[bool, str]:
-    c = rep.get("claim") or {}
-    if c.get("licensed"):
-        return True, c.get("sentence") or c.get("statement") or ""
-    reasons = c.get("reasons") or []
-    return False, (reasons[0] if reasons else c.get("statement") or "not licensed")
+    from ..report.summary import summarize
+
+    s = summarize(rep)
+    return s["licensed"], s["claim"]
 
 
 def runs_overview(store) -> list[dict]:
-    """Every run, newest first, with its claim line and gate decision."""
+    """Every run, newest first, with its claim line and gate decision: from the summaries the
+    store keeps, else from this process's memory; a run with neither is marked pending and
+    the page asks for it (/runs/ID/summary) after it has rendered."""
+    from ..report.summary import state_of
+
+    runs = list(reversed(store.list_runs()))
+    stored, labels = store.run_summaries(), store.labels_states()
+    answered = store.answered_counts(r["run_id"] for r in runs if r["status"] == "running")
     out = []
-    for run in reversed(store.list_runs()):
-        row = {"run_id": run["run_id"], "kind": run["kind"], "status": run["status"],
+    for run in runs:
+        rid = run["run_id"]
+        row = {"run_id": rid, "kind": run["kind"], "status": run["status"],
                "created_at": str(run["created_at"])[:19], "fixture": run["fixture_name"],
                "corpus_version": run["corpus_version"], "a": run["variant_a_name"],
                "b": run["variant_b_name"], "generator": run["generator_model"],
-               "judge": run["judge_model"], "n_cases": run["n_cases"]}
-        try:
-            rep = report_of(store, run)
-        except UserError as exc:
-            row.update(licensed=False, claim=f"report unavailable: {exc.message}", gate="—",
-                       resolved="")
+               "judge": run["judge_model"], "n_cases": run["n_cases"], "pending": False,
+               "licensed": False, "resolved": "", "gate": "—"}
+        if run["status"] == "running":
+            row.update(claim="running: no claim until every case is finished",
+                       n_finished=answered.get(rid, 0))
+            out.append(row)
+            continue
+        state = state_of(run, labels.get(rid))
+        summary = stored.get(rid)
+        if summary is None or summary["state"] != state:
+            with _LOCK:
+                summary = _SUMMARIES.get((str(store.path), rid, state))
+        if summary is None:
+            row.update(pending=True, claim="…", gate="…")
         else:
-            row["licensed"], row["claim"] = claim_line(rep)
-            row["gate"] = (rep.get("gate") or {}).get("decision", "—")
-            row["resolved"] = ", ".join((rep.get("models") or {}).get("generator", {})
-                                        .get("resolved") or [])
-            row["n_finished"] = rep.get("n_finished")
+            row.update({k: summary[k] for k in ("licensed", "claim", "gate", "resolved",
+                                                 "n_finished")})
         out.append(row)
     return out
 
@@ -102,9 +135,27 @@ def case_detail(store, run: dict, rep: dict, case_id: str) -> dict[str, Any]:
     row = next((r for r in rep.get("per_case") or [] if r["case_id"] == case_id), None)
     if row is None:
         raise UserError(f"case {case_id!r} is not in run {run['run_id']}")
-    case = _fixture_case(run, case_id)
-    rows = store.case_rows(run["run_id"], case_id)
-    gens = {g["variant"]: g for g in rows["generations"]}
+    live = run["kind"] == "live"
+    rows = store.case_rows(run["run_id"], case_id, live=live)
+    if live:  # each variant's answer and the chunks its own retrieval returned
+        gens = {it["variant"]: it for it in rows["live_items"]}
+        case = {"question": row.get("question"), "context": []}
+        seen: dict[str, dict] = {}
+        for v in ("A", "B"):
+            try:
+                got = json.loads((gens.get(v) or {}).get("retrieved_json") or "[]")
+            except ValueError:
+                got = []
+            for ch in got if isinstance(got, list) else []:
+                if isinstance(ch, dict) and ch.get("id") is not None:
+                    cid = str(ch["id"])
+                    if cid not in seen:
+                        seen[cid] = {"id": cid, "text": ch.get("text"), "by": []}
+                        case["context"].append(seen[cid])
+                    seen[cid]["by"].append(v)
+    else:
+        case = _fixture_case(run, case_id)
+        gens = {g["variant"]: g for g in rows["generations"]}
     claims = {"A": [], "B": []}
     for c in rows["claims"]:
         claims.setdefault(c["variant"], []).append(
@@ -133,7 +184,8 @@ def case_detail(store, run: dict, rep: dict, case_id: str) -> dict[str, Any]:
         checks.setdefault(c["variant"], []).append(
             {"name": c["name"], "passed": c["passed"], "detail": c.get("detail") or ""})
     prompt = {v: _messages_text((gens.get(v) or {}).get("messages_json")) for v in ("A", "B")}
-    chunks = [{"id": ch.get("id"), "text": ch.get("text")} for ch in (case or {}).get("context", [])]
+    chunks = [{"id": ch.get("id"), "text": ch.get("text"), "by": ch.get("by") or []}
+              for ch in (case or {}).get("context", [])]
     cited = {ch["id"]: [] for ch in chunks}
     for v in ("A", "B"):
         for i, c in enumerate(claims.get(v, [])):
@@ -152,6 +204,7 @@ def case_detail(store, run: dict, rep: dict, case_id: str) -> dict[str, Any]:
         "faithfulness": {v: (judg.get(("faithfulness", v)) or {}).get("score") for v in ("A", "B")},
         "pairwise": pairwise, "outcome": row.get("pairwise"), "checks": checks,
         "prompts": prompt, "prompt_diff": unified_diff(prompt["A"], prompt["B"], "A", "B"),
+        "live": live,
     }
 
 

@@ -49,7 +49,30 @@
     return Array.from(document.querySelectorAll(".chunk")).filter(function (c) { return c.dataset.chunk === id; });
   }
 
+  // runs whose summary is neither stored nor in the server's memory: ask for each after the
+  // page has rendered, two at a time (each builds that run's report once)
+  function fillPending() {
+    var todo = Array.from(document.querySelectorAll("tr[data-pending]"));
+    function next() {
+      var tr = todo.shift();
+      if (!tr) return;
+      fetch(tr.dataset.pending, {credentials: "same-origin"}).then(function (r) { return r.json(); })
+        .then(function (s) {
+          var claim = tr.querySelector(".claim-cell"), gate = tr.querySelector(".gate-cell");
+          claim.textContent = s.claim;
+          claim.className = "claim-cell " + (s.licensed ? "ok" : "no");
+          gate.textContent = s.gate;
+          gate.className = "gate-cell gate-" + s.gate;
+          var res = tr.querySelector(".resolved");
+          if (res) res.textContent = s.resolved || "";
+          tr.removeAttribute("data-pending");
+        }).catch(function () {}).then(next);
+    }
+    next(); next();
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    fillPending();
     document.querySelectorAll(".filters").forEach(function (box) {
       box.addEventListener("input", function () { applyFilters(box); });
       box.addEventListener("change", function () { applyFilters(box); });

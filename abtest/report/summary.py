@@ -1,0 +1,86 @@
+"""A run's one-line summary (claim line, gate, resolved models), kept in the store.
+
+Listing runs must not build every report (a report over 1,000 cases takes about a second), so
+the summary is stored when a run finishes and when its labels change, together with the state
+it was built from. A reader compares that state with the run's current one: a summary from
+another abtest version, another status or finish time, or other labels is stale and rebuilt.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SUMMARY_VERSION = 1
+
+
+def state_of(run: dict, labels_state: tuple | None) -> str:
+    """What a summary depends on besides the stored rows a finished run never changes."""
+    from .. import __version__
+
+    return "|".join(str(x) for x in (__version__, SUMMARY_VERSION, run["status"],
+                                      run.get("finished_at"), labels_state or (0, 0, "0")))
+
+
+def summarize(rep: dict) -> dict[str, Any]:
+    """The claim line (licensed sentence, or the first reason it is withheld) and the gate."""
+    c = rep.get("claim") or {}
+    if c.get("licensed"):
+        licensed, claim = True, c.get("sentence") or c.get("statement") or ""
+    else:
+        reasons = c.get("reasons") or []
+        licensed, claim = False, (reasons[0] if reasons else c.get("statement") or "not licensed")
+    gen = (rep.get("models") or {}).get("generator") or {}
+    return {"licensed": licensed, "claim": claim,
+            "gate": (rep.get("gate") or {}).get("decision") or "—",
+            "resolved": ", ".join(gen.get("resolved") or []),
+            "n_finished": rep.get("n_finished")}
+
+
+def build_any(store, run: dict) -> dict:
+    """The run's report, frozen or live, by the code `abtest report` uses."""
+    if run["kind"] == "live":
+        from .live import build_live_report
+
+        return build_live_report(store, run["run_id"])
+    from .build import build_report
+
+    return build_report(store, run["run_id"])
+
+
+def refresh_summary(store, run_id: str) -> dict[str, Any] | None:
+    """Build and store a finished run's summary (the store must be open read-write); a running
+    run has none (its progress is counted, not summarised)."""
+    from ..runs import load_run
+
+    run = load_run(store, run_id)
+    if run["status"] == "running":
+        return None
+    summary = summarize(build_any(store, run))
+    _keep(store, run, summary)
+    return summary
+
+
+def _keep(store, run: dict, summary: dict) -> None:
+    store.put_run_summary(run["run_id"], state_of(run, store.labels_state(run["run_id"])), summary)
+
+
+def report_and_summary(store_path, run_id: str) -> dict:
+    """Build a finished run's report and keep its summary, in one pass over the store (the
+    end of `abtest run`, `abtest live` and the demo). When another process holds the store the
+    summary is skipped (the view builds it when asked); the report is built read-only."""
+    from ..errors import UserError
+    from ..runs import load_run
+    from ..store import Store
+
+    try:
+        store = Store(store_path, create=False)
+    except UserError:
+        store = Store(store_path, read_only=True, create=False)
+    try:
+        run = load_run(store, run_id)
+        rep = build_any(store, run)
+        if run["status"] != "running" and store.writable:
+            _keep(store, run, summarize(rep))
+        return rep
+    finally:
+        store.close()
