@@ -126,6 +126,15 @@ def test_click_through_a_run_in_chromium(server, tmp_path):
             assert sorted(visible.all_inner_texts()) == sorted(flipped)
             assert page.inner_text("#shown-count") == f"{len(flipped)} of {len(rep['per_case'])} shown"
             page.screenshot(path=str(shots / "3-cases-flipped.png"), full_page=True)
+            # a link can preset a filter (the run page's "all incidents" link does)
+            page.goto(f"{url}runs/{rep['run_id']}/cases?only=incident")
+            want = sorted({i["case_id"] for i in rep["incidents"]})
+            assert want and page.is_checked("#only-incidents")
+            assert sorted(page.locator("tr.case-row:not(.hidden) a.case-link")
+                          .all_inner_texts()) == want
+            page.go_back()
+            page.wait_for_selector("#cases-table")
+            visible = page.locator("tr.case-row:not(.hidden) a.case-link")
             # one case, side by side: hover a claim, its chunk lights up
             visible.first.click()
             page.wait_for_selector("#context")
@@ -350,6 +359,8 @@ def test_review_forms_refuse_foreign_posts_and_bad_labels(stored_run):
     assert bad.status_code == 400 and "not one of 1, 2, tie" in bad.text
     assert client.post(label, data={"token": token, "item_id": "nope", "label": "1",
                                     "reviewer": "bo"}).status_code == 400
+    assert client.post(label, data={"token": token, "item_id": pw["item_id"], "label": "1",
+                                    "reviewer": "x" * 101}).status_code == 400
     # "1" is stored as the variant answer 1 was, by the secret side mapping
     ok = client.post(label, data={"token": token, "item_id": pw["item_id"], "label": "1",
                                   "reviewer": "bo"}, follow_redirects=False)

@@ -183,7 +183,10 @@ def create_app(store_path: str | Path):
         if (site not in (None, "same-origin", "none") or (origin not in (None, "null") and
                 origin.rstrip("/") != f"{request.url.scheme}://{request.url.netloc}")):
             raise HTTPException(403, "form posted from another site")
-        body = (await request.body()).decode("utf-8", "replace")
+        raw = await request.body()
+        if len(raw) > 65536:
+            raise HTTPException(413, "form too large")
+        body = raw.decode("utf-8", "replace")
         form = {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
         if not secrets.compare_digest(form.get("token", ""), form_token):
             raise HTTPException(403, "stale or foreign form (reload the page and try again)")
@@ -217,8 +220,8 @@ def create_app(store_path: str | Path):
         form = await posted(request)
         run_id = request.path_params["run_id"]
         reviewer = form.get("reviewer", "").strip()
-        if not reviewer:
-            raise HTTPException(400, "reviewer: give a name")
+        if not reviewer or len(reviewer) > 100:
+            raise HTTPException(400, "reviewer: give a name of at most 100 characters")
         store = writable_store()
         try:
             run_id = load_run(store, run_id)["run_id"]

@@ -73,6 +73,12 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     fillPending();
+    // a link may preset one filter of the cases page (?only=incident|flipped|checkfail|…)
+    var only = new URLSearchParams(window.location.search).get("only");
+    if (only) {
+      var box = document.querySelector("input[data-flag='" + only.replace(/[^a-z]/g, "") + "']");
+      if (box) box.checked = true;
+    }
     document.querySelectorAll(".filters").forEach(function (box) {
       box.addEventListener("input", function () { applyFilters(box); });
       box.addEventListener("change", function () { applyFilters(box); });
