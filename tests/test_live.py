@@ -83,17 +83,22 @@ def frozen_run_id():
     return res.run_id
 
 
+def frozen_then_live():
+    """A frozen run, then a live run against two demo servers beside it: (frozen id, result)."""
+    fid = frozen_run_id()
+    a, b = servers()
+    with a, b:
+        return fid, invoke_live("--golden", "golden.jsonl", "--a", a.url, "--b", b.url,
+                                "--frozen-run", fid, "--retriever", "bm25@k=2",
+                                "--corpus-version", "tiny-v1")
+
+
 def test_live_captures_scores_and_reports_beside_frozen(live_project, brain):
     from abtest.gate import evaluate_gate
     from abtest.models import Gates
     from abtest.report.live import build_live_report, render_live_markdown
 
-    fid = frozen_run_id()
-    a, b = servers()
-    with a, b:
-        code, out, err = invoke_live("--golden", "golden.jsonl", "--a", a.url, "--b", b.url,
-                                     "--frozen-run", fid, "--retriever", "bm25@k=2",
-                                     "--corpus-version", "tiny-v1")
+    fid, (code, out, err) = frozen_then_live()
     assert code == 0, err
     run_id = out.strip().splitlines()[-1]
     assert "[4/4] q4 B" in err  # progress on stderr, run id alone on stdout

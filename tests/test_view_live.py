@@ -10,17 +10,15 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from test_live import CORPUS, RETRIEVED, brain, frozen_run_id, invoke_live, live_project, servers  # noqa: F401
+import test_live
+from test_live import CORPUS, RETRIEVED, frozen_then_live
+
+brain, live_project = test_live.brain, test_live.live_project   # the live tests' fixtures
 
 
 @pytest.fixture
-def live_and_frozen(live_project, brain):  # noqa: F811
-    fid = frozen_run_id()
-    a, b = servers()
-    with a, b:
-        code, out, err = invoke_live("--golden", "golden.jsonl", "--a", a.url, "--b", b.url,
-                                     "--frozen-run", fid, "--retriever", "bm25@k=2",
-                                     "--corpus-version", "tiny-v1")
+def live_and_frozen(live_project, brain):
+    fid, (code, out, err) = frozen_then_live()
     assert code == 0, err
     return fid, out.strip().splitlines()[-1]
 
