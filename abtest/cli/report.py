@@ -29,7 +29,9 @@ def _report_for(ctx, run_id):
 
 @click.command()
 @click.argument("run_id")
-@click.option("--format", "fmt", type=click.Choice(["md", "json", "html"]), default="md", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["md", "json", "html", "github"]), default="md",
+              show_default=True, help="github: a pull-request comment (claim, gate, metrics, "
+              "10 flipped cases; ≤ 60,000 characters).")
 @click.option("--out", default=None, type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 @click.pass_context
 def report(ctx, run_id, fmt, out):
@@ -42,6 +44,11 @@ def report(ctx, run_id, fmt, out):
     if rep.get("kind") == "live":
         from ..report.live import render_live
 
+        if fmt == "github":
+            from ..errors import UserError
+
+            raise UserError("--format github is for frozen runs; a live run's report is "
+                            "`--format md`", field="--format")
         text = render_live(rep, fmt)
     else:
         text = render(rep, fmt)

@@ -42,4 +42,8 @@ def _render(report: dict, fmt: str) -> str:
         from .html import render_html
 
         return render_html(report)
+    if fmt == "github":
+        from .github import render_github
+
+        return render_github(report)
     raise ValueError(f"unknown report format {fmt!r}")
