@@ -206,6 +206,35 @@ JUDGE_NAMES = ("pairwise", "faithfulness", "coverage", "abstention", "quality", 
                "conformance", "relevance")
 
 
+class RetrieverConfig(Strict):
+    """`abtest capture`'s retriever, so a scheduled capture needs no long command line; the
+    command's options win over these. HTTP options apply to an http(s) spec only."""
+
+    spec: str | None = Field(default=None, min_length=1,
+                             description="local:INDEX | http(s)://URL | python:pkg.mod:fn | jsonl:FILE")
+    k: int | None = Field(default=None, ge=1, le=1000)
+    max_chars: int | None = Field(default=None, ge=1)
+    chunks_path: str | None = None
+    id_field: str | None = None
+    text_field: str | None = None
+    score_field: str | None = None
+    metadata_field: str | None = None
+    body_template: dict | list | str | None = None
+    headers: dict[str, str] | None = Field(default=None, description=(
+        "values may name environment variables: {Authorization: 'Bearer $RAG_TOKEN'}"))
+    auth_env: str | None = None
+    timeout_s: float | None = Field(default=None, gt=0)
+    retries: int | None = Field(default=None, ge=0, le=20)
+
+    def options(self) -> dict:
+        """The retriever's keyword options that are set (names as get_retriever takes them)."""
+        out = {k: v for k, v in self.model_dump(exclude={"spec", "k", "timeout_s"}).items()
+               if v is not None}
+        if self.timeout_s is not None:
+            out["timeout"] = self.timeout_s
+        return out
+
+
 class Config(Strict):
     generator: ModelSpec = ModelSpec()
     judge: ModelSpec = ModelSpec(max_tokens=512)
@@ -228,6 +257,7 @@ class Config(Strict):
     seed: int = 0
     embedding: ModelSpec | None = Field(default=None, description="local retriever: vector search + RRF")
     reranker: ModelSpec | None = Field(default=None, description="local retriever: optional rerank")
+    retriever: RetrieverConfig = RetrieverConfig()
     max_claims: int = Field(default=8, ge=1, le=30, description="claims extracted per answer")
     judge_repeats: int = Field(default=0, ge=0, le=10, description="re-ask a sample K times")
     judge_repeat_cases: int = Field(default=10, ge=1)

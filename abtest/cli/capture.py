@@ -51,21 +51,37 @@ def search(index_path, query, k, fmt):
 
 @click.command()
 @click.argument("questions", type=click.Path(dir_okay=False))
-@click.option("--retriever", "spec", required=True,
-              help="local:INDEX | http(s)://URL | python:pkg.mod:fn | jsonl:FILE")
+@click.option("--retriever", "spec", default=None,
+              help="local:INDEX | http(s)://URL | python:pkg.mod:fn | jsonl:FILE "
+                   "[retriever.spec in abtest.yaml].")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="fixtures/NAME")
 @click.option("--corpus-version", default=None,
               help="Version label of the corpus, for cases whose source gives none [today's date].")
-@click.option("--k", default=5, show_default=True)
+@click.option("--k", type=click.IntRange(min=1), default=None, help="Chunks per question [retriever.k, else 5].")
 @click.option("--refresh-every-days", default=30, show_default=True)
 @click.option("--force", is_flag=True, help="Replace an existing fixture.")
 @click.option("--keywords-llm", is_flag=True,
               help="Local retriever: let the judge model extract search keywords.")
 @click.option("--max-chars", type=click.IntRange(min=1), default=None,
               help="Truncate each captured chunk to this many characters.")
+@click.option("--chunks-path", default=None, help="HTTP: where the chunk list is in the answer (dotted) [chunks].")
+@click.option("--id-field", default=None, help="HTTP: chunk id field (dotted) [id].")
+@click.option("--text-field", default=None, help="HTTP: chunk text field (dotted) [text].")
+@click.option("--score-field", default=None, help="HTTP: chunk score field (dotted) [score].")
+@click.option("--body-template", default=None,
+              help='HTTP: request body as JSON, or @FILE ["{\"query\": \"{query}\", \"k\": \"{k}\"}"].')
+@click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'",
+              help="HTTP: a request header; the value may name $ENV_VARS, read at request time "
+                   "and never stored. Repeatable.")
+@click.option("--auth-env", default=None, help="HTTP: environment variable holding a bearer token.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="HTTP: seconds per request [30].")
+@click.option("--retries", type=click.IntRange(min=0, max=20), default=None,
+              help="HTTP: retries on 429/5xx/timeouts [2].")
 @click.pass_context
 def capture(ctx, questions, spec, out, corpus_version, k, refresh_every_days, force, keywords_llm,
-            max_chars):
+            max_chars, chunks_path, id_field, text_field, score_field, body_template, headers,
+            auth_env, timeout_s, retries):
     """Freeze what retrieval returns for QUESTIONS into a sealed fixture (never during a run)."""
     from pathlib import Path
 
@@ -75,10 +91,28 @@ def capture(ctx, questions, spec, out, corpus_version, k, refresh_every_days, fo
     from ..retrieval import get_retriever
 
     lc = load(ctx)
+    rc = lc.config.retriever
+    # a spec from abtest.yaml resolves its relative paths against the config's folder
+    base_dir = Path.cwd() if spec else lc.base_dir
+    spec = spec or rc.spec
+    if not spec:
+        raise UserError("no retriever: give --retriever SPEC or set retriever.spec in "
+                        "abtest.yaml", field="--retriever")
+    k = k or rc.k or 5
     if Path(out).exists() and not force:
         raise UserError("fixture already exists; pass --force to replace it deliberately", file=out)
     qs = load_questions(Path(questions))
-    opts = {}
+    opts = rc.options()  # the config's options; the command's own win
+    given = {"chunks_path": chunks_path, "id_field": id_field, "text_field": text_field,
+             "score_field": score_field, "auth_env": auth_env, "timeout": timeout_s,
+             "retries": retries}
+    opts.update({name: v for name, v in given.items() if v is not None})
+    if body_template is not None:
+        opts["body_template"] = _file_or_text(body_template, "--body-template")
+    if headers:
+        from ..retrieval.http_api import parse_header
+
+        opts["headers"] = {**opts.get("headers", {}), **dict(parse_header(h) for h in headers)}
     if keywords_llm:
         from ..keywords import llm_keywords_fn
 
@@ -95,7 +129,22 @@ def capture(ctx, questions, spec, out, corpus_version, k, refresh_every_days, fo
             opts["rerank_label"] = cfg.reranker.model
     if max_chars:
         opts["max_chars"] = max_chars
-    retriever = get_retriever(spec, base_dir=Path.cwd(), k=k, **opts)
+    retriever = get_retriever(spec, base_dir=base_dir, k=k, **opts)
     fx = do_capture(qs, retriever, out=out, corpus_version=corpus_version,
                     k=k, force=force, refresh_every_days=refresh_every_days, progress=progress)
     click.echo(f"captured {len(fx.cases)} cases → {fx.path} (cases_sha256 {fx.cases_sha256[:16]}…)")
+
+
+def _file_or_text(value: str, option: str) -> str:
+    """A value given inline, or read from @FILE."""
+    from pathlib import Path
+
+    from ..errors import UserError
+
+    if not value.startswith("@"):
+        return value
+    try:
+        return Path(value[1:]).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read {option} file ({getattr(exc, 'strerror', None) or exc})",
+                        file=value[1:], field=option) from None

@@ -5,7 +5,8 @@ in the template equal to "{query}", "{k}" or "{id}" is replaced by the value (ke
 its JSON type), other strings have those placeholders substituted as text. The chunk
 list is read from `chunks_path` (dotted, default "chunks"; a bare JSON list is also
 accepted) and each chunk's fields from `id_field`, `text_field`, `score_field`,
-`metadata_field` (dotted; `id_field=None` derives ids from text).
+`metadata_field` (dotted; `id_field=None` derives ids from text). Header values may name
+environment variables (`Authorization: Bearer $RAG_TOKEN`), read at request time.
 
 Failures are split the way the exit codes are: the service unreachable, timing out
 or answering 429/5xx -> IncompleteError; an answer abtest cannot use (not JSON, wrong
@@ -17,6 +18,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import socket
 import time
 import urllib.error
@@ -47,6 +49,32 @@ def redact_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
+_ENV_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def expand_env(value: str, *, where: str, source: str) -> str:
+    """A header value with `$NAME` / `${NAME}` read from the environment at request time, so
+    a credential lives in the environment only (never in the config, fixture or a log)."""
+    def sub(m: re.Match) -> str:
+        name = m.group(1) or m.group(2)
+        got = os.environ.get(name)
+        if not got:
+            raise UserError(f"environment variable {name} is not set ({where} names it)",
+                            file=source, field=where)
+        return got
+
+    return _ENV_REF.sub(sub, value)
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    """'Name: value' (as curl takes it) -> (name, value); the value may name $VARIABLES."""
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip() or any(ch.isspace() for ch in name.strip()):
+        raise UserError(f"header {text.split(':')[0][:40]!r} is not 'Name: value'",
+                        field="--header")
+    return name.strip(), value.strip()
+
+
 class HttpRetriever(Retriever):
     method = "http"
 
@@ -72,6 +100,7 @@ class HttpRetriever(Retriever):
                        "metadata": metadata_field}
         self.auth_env, self.auth_header, self.auth_scheme = auth_env, auth_header, auth_scheme
         self.headers = dict(headers or {})
+        self._headers()  # a missing variable is said before the first question, not after it
         if not isinstance(timeout, (int, float)) or timeout <= 0:
             raise UserError("timeout must be a positive number of seconds", file=spec,
                             field="timeout")
@@ -83,7 +112,9 @@ class HttpRetriever(Retriever):
         return redact_url(self.url)
 
     def _headers(self) -> dict[str, str]:
-        h = {"Content-Type": "application/json", "Accept": "application/json", **self.headers}
+        h = {"Content-Type": "application/json", "Accept": "application/json",
+             **{k: expand_env(v, where=f"headers.{k}", source=redact_url(self.url))
+                for k, v in self.headers.items()}}
         if self.auth_env:
             token = os.environ.get(self.auth_env)
             if not token:
