@@ -50,7 +50,12 @@ def search(index_path, query, k, fmt):
 
 
 @click.command()
-@click.argument("questions", type=click.Path(dir_okay=False))
+@click.argument("questions", type=click.Path(dir_okay=False), required=False)
+@click.option("--from-traces", "traces", type=click.Path(dir_okay=False), default=None,
+              help="Freeze what a trace export recorded instead of asking a retriever: "
+                   "OTLP JSON (OpenInference), Phoenix spans, or Langfuse traces.")
+@click.option("--trace-format", type=click.Choice(["auto", "otlp", "phoenix", "langfuse"]),
+              default="auto", show_default=True, help="With --from-traces.")
 @click.option("--retriever", "spec", default=None,
               help="local:INDEX | http(s)://URL | python:pkg.mod:fn | jsonl:FILE "
                    "[retriever.spec in abtest.yaml].")
@@ -79,10 +84,11 @@ def search(index_path, query, k, fmt):
 @click.option("--retries", type=click.IntRange(min=0, max=20), default=None,
               help="HTTP: retries on 429/5xx/timeouts [2].")
 @click.pass_context
-def capture(ctx, questions, spec, out, corpus_version, k, refresh_every_days, force, keywords_llm,
-            max_chars, chunks_path, id_field, text_field, score_field, body_template, headers,
-            auth_env, timeout_s, retries):
-    """Freeze what retrieval returns for QUESTIONS into a sealed fixture (never during a run)."""
+def capture(ctx, questions, traces, trace_format, spec, out, corpus_version, k,
+            refresh_every_days, force, keywords_llm, max_chars, chunks_path, id_field, text_field,
+            score_field, body_template, headers, auth_env, timeout_s, retries):
+    """Freeze what retrieval returns for QUESTIONS (or what traces recorded) into a sealed
+    fixture (never during a run)."""
     from pathlib import Path
 
     from ..errors import UserError
@@ -90,6 +96,21 @@ def capture(ctx, questions, spec, out, corpus_version, k, refresh_every_days, fo
     from ..fixtures import load_questions
     from ..retrieval import get_retriever
 
+    if traces:
+        if questions or spec:
+            raise UserError("--from-traces takes the questions and the chunks from the traces: "
+                            "give no QUESTIONS file or --retriever with it", field="--from-traces")
+        from ..fixtures.traces import capture_from_traces
+
+        fx, skipped = capture_from_traces(traces, out=out, fmt=trace_format,
+                                          corpus_version=corpus_version,
+                                          refresh_every_days=refresh_every_days, force=force,
+                                          progress=progress)
+        click.echo(f"captured {len(fx.cases)} cases → {fx.path} (cases_sha256 "
+                   f"{fx.cases_sha256[:16]}…); {len(skipped)} retrieval step(s) skipped")
+        return
+    if not questions:
+        raise UserError("give a QUESTIONS file (or --from-traces FILE)", field="QUESTIONS")
     lc = load(ctx)
     rc = lc.config.retriever
     # a spec from abtest.yaml resolves its relative paths against the config's folder
