@@ -9,11 +9,22 @@ through that run (`store.readers`) and keeps nothing.
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
+import weakref
 from pathlib import Path
 
 IDLE_S = 1.0
+_HOLDERS: "weakref.WeakSet[Holder]" = weakref.WeakSet()
+
+
+@atexit.register
+def _let_go_at_exit() -> None:
+    """Close every held handle before the interpreter stops its daemon threads: a watcher
+    caught inside DuckDB's C++ code at that moment would abort the process."""
+    for holder in list(_HOLDERS):
+        holder.shutdown()
 
 
 class Borrowed:
@@ -41,6 +52,8 @@ class Holder:
         self._users = 0
         self._last = 0.0
         self._watcher: threading.Thread | None = None
+        self._closed = False
+        _HOLDERS.add(self)
 
     def borrow(self) -> Borrowed:
         from ..store import Store
@@ -48,10 +61,11 @@ class Holder:
         with self._lock:
             if self._store is not None and self._users == 0 and self.flag.exists():
                 self._close()
-            if self._store is None or self.flag.exists():
+            if self._store is None or self.flag.exists() or self._closed:
                 # a writer is waiting (or nothing is held): a handle for this request only
                 store = Store(self.path, read_only=True, create=False)
-                if self._store is None and not self.flag.exists() and not store.is_remote:
+                if (self._store is None and not self.flag.exists() and not store.is_remote
+                        and not self._closed):
                     self._store = store
                     if self._watcher is None or not self._watcher.is_alive():
                         self._watcher = threading.Thread(target=self._watch, daemon=True,
@@ -85,6 +99,13 @@ class Holder:
                                          or time.monotonic() - self._last > IDLE_S):
                     self._close()
                     return
+
+    def shutdown(self) -> None:
+        """Hold nothing from now on (the process is ending)."""
+        with self._lock:
+            self._closed = True
+            if self._users == 0:
+                self._close()
 
     def drop(self) -> None:
         """Let go now: this process is about to open the store for writing."""
