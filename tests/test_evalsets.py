@@ -1,0 +1,105 @@
+"""Eval sets from other tools become sealed fixtures and complete runs: a RAGAS file (as the
+questions and as the capture input) and a promptfoo test file (asserts mapped where a case
+field means the same; the rest listed). Expected values were worked out by hand from the
+files in tests/data/evalsets (see SOURCE.md)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from abtest.cli import cli
+from fakes import Brain, install, make_project
+
+DATA = Path(__file__).parent / "data" / "evalsets"
+
+
+def _id(prefix: str, question: str) -> str:
+    return f"{prefix}-{hashlib.sha256(question.encode()).hexdigest()[:12]}"
+
+
+def _chunk_id(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def _project(tmp_path, monkeypatch):
+    install(Brain())
+    p = make_project(tmp_path / "p")
+    monkeypatch.chdir(p)
+    for f in DATA.iterdir():
+        shutil.copy(f, p / f.name)
+    return p
+
+
+def _cases(p: Path, name: str) -> dict:
+    return {c["id"]: c for c in (json.loads(line) for line in
+                                 (p / "fixtures" / name / "cases.jsonl").read_text().splitlines())}
+
+
+def _runs(p: Path, fixture: str):
+    r = CliRunner().invoke(cli, ["run", "--fixture", f"fixtures/{fixture}", "--a",
+                                 "variants/a.yaml", "--b", "variants/b.yaml"])
+    assert r.exit_code in (0, 1), r.stderr
+    rep = json.loads(CliRunner().invoke(cli, ["report", "latest", "--format", "json"]).stdout)
+    return rep
+
+
+def test_a_ragas_file_is_both_the_questions_and_the_capture(tmp_path, monkeypatch):
+    p = _project(tmp_path, monkeypatch)
+    r = CliRunner().invoke(cli, ["capture", "ragas.jsonl", "--retriever", "jsonl:ragas.jsonl",
+                                 "--out", "fixtures/ragas", "--corpus-version", "kb-1"])
+    assert r.exit_code == 0, r.stderr
+    assert "ignoring fields not used by fixtures: answer, contexts, response, retrieved_contexts" \
+        in r.stderr
+    cases = _cases(p, "ragas")
+    q1, q3 = "How long do API keys last?", "Can a deleted project be restored?"
+    assert sorted(cases) == sorted(_id("r", q) for q in (q1, "Where is customer data stored?", q3))
+    c1 = cases[_id("r", q1)]
+    assert c1["reference_answer"] == "API keys expire after 90 days. Admins can shorten that."
+    assert c1["key_points"] == ["API keys expire after 90 days.", "Admins can shorten that."]
+    assert [(ch["id"], ch["text"]) for ch in c1["context"]] == [
+        (_chunk_id(t), t) for t in ("API keys expire after 90 days unless rotated earlier.",
+                                    "Admins can set a shorter expiry under Security.")]
+    c3 = cases[_id("r", q3)]   # older column names: question, contexts, ground_truths
+    assert c3["reference_answer"] == "Yes, within 30 days from the trash."
+    assert c3["context"][0]["text"] == "Deleted projects can be restored for 30 days from the trash."
+    rep = _runs(p, "ragas")
+    assert rep["status"] == "complete" and rep["n_finished"] == 3
+
+
+def test_a_promptfoo_file_maps_its_asserts_and_lists_the_rest(tmp_path, monkeypatch):
+    p = _project(tmp_path, monkeypatch)
+    r = CliRunner().invoke(cli, ["capture", "promptfooconfig.yaml", "--retriever",
+                                 "jsonl:contexts.jsonl", "--out", "fixtures/pf"])
+    assert r.exit_code == 0, r.stderr
+    cases = _cases(p, "pf")
+    rot = cases[_id("pf", "How do I rotate an API key?")]
+    assert rot["key_points"] == ["Settings", "API keys", "Rotate"]
+    assert rot["must_not_say"] == ["as an AI language model"]          # from defaultTest
+    exp = cases[_id("pf", "How long do API keys last?")]               # question from vars.query
+    assert exp["reference_answer"] == "API keys expire after 90 days. Admins can shorten that."
+    assert exp["key_points"] == ["API keys expire after 90 days.", "Admins can shorten that."]
+    assert exp["must_not_say"] == ["as an AI language model", "forever"]
+    assert len(cases) == 2
+    listed = [line for line in r.stderr.splitlines() if "not imported:" in line]
+    for what in ("tests[0] (key rotation): vars.context not used",
+                 "tests[0] (key rotation): assert[3]: type 'llm-rubric' has no per-case mapping",
+                 "tests[1] (expiry, with a reference): assert[3]: type 'is-json' has no per-case",
+                 "tests[2] (no question var): no question var"):
+        assert any(what in line for line in listed), what
+    assert len(listed) == 4
+    rep = _runs(p, "pf")
+    assert rep["status"] == "complete" and rep["n_finished"] == 2
+
+
+def test_a_promptfoo_file_that_points_elsewhere_is_refused(tmp_path, monkeypatch):
+    p = _project(tmp_path, monkeypatch)
+    (p / "pf.yaml").write_text("tests: file://tests.csv\n")
+    r = CliRunner().invoke(cli, ["capture", "pf.yaml", "--retriever", "jsonl:contexts.jsonl",
+                                 "--out", "fixtures/x"])
+    assert r.exit_code == 2 and "points at another file" in r.stderr
+    assert r.stderr.count("\n") == 1 and not (p / "fixtures" / "x").exists()
