@@ -56,3 +56,18 @@ def clip(text: Any, n: int) -> str:
 def pct(level: float) -> str:
     """A confidence level as people write it: 0.95 -> '95%', 0.9 -> '90%', 0.98 -> '98%'."""
     return f"{100 * level:.10g}%"
+
+
+def cost_line(report: dict) -> str | None:
+    """What the run cost, by variant and judge, and its budget; None when nothing is known."""
+    cost = ((report.get("calls") or {}).get("cost_usd") or {})
+    budget = report.get("budget") or {}
+    parts = []
+    if cost.get("total") is not None:
+        by = [f"{k} ${v:.4f}" for k, v in (cost.get("by_variant") or {}).items()]
+        by += [f"{k} ${v:.4f}" for k, v in (cost.get("by_judge") or {}).items()]
+        parts.append(f"${cost['total']:.4f}" + (f" ({', '.join(by)})" if by else ""))
+    if budget:
+        parts.append(f"budget ${budget.get('max_usd', 0):.2f}, spent ${budget.get('spent_usd', 0):.4f}"
+                     + (f" — {budget['stopped']}" if budget.get("stopped") else ""))
+    return "; ".join(parts) or None

@@ -159,6 +159,14 @@ class Variant(Strict):
                                   "otherwise it must use {{ context }} or {{ chunks }}")
 
 
+class Price(Strict):
+    """USD per million tokens: what `--max-cost` counts for a model litellm has no price for
+    (a local server, a private deployment), or to override litellm's table."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
 class ModelSpec(Strict):
     model: str = "local/smollm2"
     temperature: float = 0.0
@@ -167,6 +175,7 @@ class ModelSpec(Strict):
     api_key_env: str | None = None
     seed: int | None = 0
     extra: dict[str, Any] = {}
+    price: Price | None = None
 
 
 class Gates(Strict):
@@ -261,6 +270,8 @@ class Config(Strict):
     max_claims: int = Field(default=8, ge=1, le=30, description="claims extracted per answer")
     judge_repeats: int = Field(default=0, ge=0, le=10, description="re-ask a sample K times")
     judge_repeat_cases: int = Field(default=10, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0, description=(
+        "hard budget per run: stop before the call that could cross it (--max-cost wins)"))
 
     @model_validator(mode="after")
     def _legacy_margin(self) -> "Config":

@@ -201,7 +201,7 @@ class _Budget:
                 f"max_tokens; counted with {self.method}), so a chunk would be cut or dropped")
 
 
-def dry_run(lc: LoadedConfig, plan: RunPlan) -> dict:
+def dry_run(lc: LoadedConfig, plan: RunPlan, max_cost_usd: float | None = None) -> dict:
     """What the run would cost, before spending anything."""
     from .llm import estimate_cost
 
@@ -232,11 +232,18 @@ def dry_run(lc: LoadedConfig, plan: RunPlan) -> dict:
     judge_calls += repeat_calls
     ctx_tokens = plan.context_chars // 4
     judge_prompt_tokens = judge_calls * (ctx_tokens // max(n, 1) + 300)
+    from .llm.budget import cost_of
+
+    def priced(spec, prompt, completion):  # the configured price wins over litellm's table
+        return (cost_of(spec, prompt, completion) if spec.price is not None
+                else estimate_cost(spec.model, prompt, completion))
+
     costs = {
-        "generator": estimate_cost(plan.gen_a.model, tok_a + tok_b,
-                                   2 * n * plan.gen_a.max_tokens),
-        "judge": estimate_cost(plan.judge.model, judge_prompt_tokens,
-                               judge_calls * 150)}
+        "generator": priced(plan.gen_a, tok_a + tok_b, 2 * n * plan.gen_a.max_tokens),
+        "judge": priced(plan.judge, judge_prompt_tokens, judge_calls * 150)}
+    budget = max_cost_usd if max_cost_usd is not None else lc.config.max_cost_usd
+    total = (None if any(v is None for v in costs.values())
+             else round(sum(costs.values()), 6))
     return {"cases": n, "provider_calls": {"generator": gen_calls,
                                            "judge": {plan.judge.model: judge_calls}},
             "calls_per_case_max": round((2 * n + judge_calls) / n, 1) if n else 0,
@@ -246,6 +253,8 @@ def dry_run(lc: LoadedConfig, plan: RunPlan) -> dict:
                                  "judge_prompt_approx": judge_prompt_tokens},
             "token_count_method": plan.token_method,
             "estimated_cost_usd": costs,
+            "max_cost_usd": budget,
+            "fits_budget": None if budget is None or total is None else total <= budget,
             "note": "upper bounds before caching; cached calls cost nothing; cost is null where "
                     "litellm does not know the model's price",
             "comparison_kind": plan.comparison_kind, "pipeline_reasons": plan.pipeline_reasons,
@@ -476,17 +485,28 @@ def errored_cases(store, run_id: str) -> set[str]:
 
 
 def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
-            progress: Progress | None = None, skip: set[str] | None = None) -> RunResult:
-    from .llm import Gateway, ModelDriftError
+            progress: Progress | None = None, skip: set[str] | None = None,
+            max_cost_usd: float | None = None) -> RunResult:
+    from .llm import Budget, BudgetExceeded, Gateway, ModelDriftError
 
     cfg = lc.config
     pinned = {}
+    spent = 0.0
     for r in store.llm_calls(run_id):
         if r["error"] is None and r["model_resolved"]:
             pinned.setdefault(r["model_requested"], r["model_resolved"])
+        if not r["cached"] and r["cost"]:
+            spent += r["cost"]   # a resumed run's budget counts what it already spent
+    budget = None
+    max_cost = max_cost_usd if max_cost_usd is not None else cfg.max_cost_usd
+    if max_cost is not None:
+        budget = Budget(max_cost, spent)
+        budget.check_prices([plan.gen_a, plan.gen_b, plan.judge])
+        if progress:
+            progress(f"budget: ${max_cost:.2f} for this run (${spent:.4f} spent before)")
     gw = Gateway(store, concurrency=cfg.concurrency, timeout_s=cfg.timeout_s,
                  max_retries=cfg.max_retries, backoff_base_s=cfg.retry_backoff_s, run_id=run_id,
-                 pinned=pinned)
+                 pinned=pinned, budget=budget)
     t0 = time.monotonic()
     skip = skip or set()
     n_todo = len(plan.fixture) - len(skip & set(plan.fixture.ids()))
@@ -517,13 +537,17 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
                 case = pending.pop(fut)
-                if not drift:  # after drift no new case starts: its answers would not compare
-                    submit_next()
                 try:
                     oc = fut.result()
                 except ModelDriftError as exc:
                     drift.append(str(exc))
                     oc = CaseOutcome(case.id, [str(exc)])
+                except BudgetExceeded as exc:
+                    oc = CaseOutcome(case.id, [str(exc)])
+                # after drift no new case starts (its answers would not compare), nor after
+                # the budget stopped a call
+                if not drift and not (budget and budget.stopped):
+                    submit_next()
                 done += 1
                 if oc.errors:
                     unfinished.append(case.id)
@@ -537,6 +561,16 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
                          .replace(tzinfo=None))
         raise IncompleteError(f"{drift[0]}; the run stops here, incomplete: start a new run once "
                               "the provider serves one version (pin a dated model name)")
+    if budget is not None:
+        info = json.loads((store.get_run(run_id) or {}).get("info_json") or "{}")
+        info["budget"] = {"max_usd": budget.max_usd, "spent_usd": round(budget.spent_usd, 6),
+                          "stopped": budget.stopped}
+        store.update_run(run_id, info_json=json.dumps(info, sort_keys=True))
+    if budget is not None and budget.stopped:
+        store.update_run(run_id, status="incomplete", finished_at=datetime.now(timezone.utc)
+                         .replace(tzinfo=None))
+        raise IncompleteError(f"{budget.stopped}; finished work is kept: `abtest run --resume "
+                              f"--run-id {run_id} --max-cost …` with a higher budget continues")
     status = "complete" if not unfinished else "incomplete"
     store.update_run(run_id, status=status,
                      finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
@@ -550,13 +584,18 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
 
 def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: bool = False,
         retry_errors: bool = False, progress: Progress | None = None,
-        models: tuple[str | None, str | None] = (None, None)) -> RunResult:
+        models: tuple[str | None, str | None] = (None, None),
+        max_cost_usd: float | None = None) -> RunResult:
     """Library entry point: plan, open the store, execute."""
     from .llm import preload
     from .store import Store
 
     preload()  # litellm imports in the background while fixtures and prompts are checked
     plan = plan_run(lc, fixture, a, b, models=models)
+    if (max_cost_usd if max_cost_usd is not None else lc.config.max_cost_usd) is not None:
+        from .llm.budget import Budget
+
+        Budget(1.0).check_prices([plan.gen_a, plan.gen_b, plan.judge])  # before anything is stored
     store = Store(lc.store_path)
     try:
         rid = start_run(lc, store, plan, run_id=run_id, resume=resume)
@@ -571,6 +610,7 @@ def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: b
         if progress and not mn["can_license"]:
             progress(f"note: {mn['text']} (docs/STATISTICS.md)")
         skip = errored_cases(store, rid) if resume and not retry_errors else set()
-        return execute(lc, store, plan, rid, progress=progress, skip=skip)
+        return execute(lc, store, plan, rid, progress=progress, skip=skip,
+                       max_cost_usd=max_cost_usd)
     finally:
         store.close()

@@ -21,13 +21,16 @@ from .common import EXIT_INCOMPLETE, keep_summary, load, progress
 @click.option("--retry-errors", is_flag=True,
               help="With --resume: re-attempt the calls that ended in error (never the finished ones).")
 @click.option("--dry-run", is_flag=True, help="Print calls, tokens and cost before spending anything.")
+@click.option("--max-cost", "max_cost", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="USD", help="Stop before the call that could cross this budget (exit 3, "
+              "finished work kept) [max_cost_usd in abtest.yaml].")
 @click.option("--judge-repeats", type=click.IntRange(0, 10), default=None,
               help="Re-ask the pairwise judge K times on a seeded sample (test-retest noise).")
 @click.option("--allow-self-judge", is_flag=True,
               help="Silence the self-judging error (demos); the claim is still withheld.")
 @click.pass_context
 def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, dry_run,
-            judge_repeats, allow_self_judge):
+            max_cost, judge_repeats, allow_self_judge):
     """Generate A and B over the fixture's frozen contexts, check, judge; print the run id."""
     import json
 
@@ -68,7 +71,8 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
 
         raise UserError("--b is required (or --models m1,m2 for a model comparison)", field="--b")
     if dry_run:
-        click.echo(json.dumps(do_dry(lc, plan_run(lc, fixture, a_path, b_path)), indent=2))
+        click.echo(json.dumps(do_dry(lc, plan_run(lc, fixture, a_path, b_path), max_cost),
+                              indent=2))
         return
     gen_models = {lc.config.generator.model}
     if lc.config.judge.model in gen_models and not lc.config.allow_self_judge:
@@ -80,7 +84,7 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
 
         raise UserError("--retry-errors goes with --resume", field="--retry-errors")
     res = run(lc, fixture, a_path, b_path, run_id=run_id, resume=resume, retry_errors=retry_errors,
-              progress=progress)
+              progress=progress, max_cost_usd=max_cost)
     progress(f"{res.status}: {res.n_cases} cases, {res.provider_calls} provider calls, "
               f"{res.cache_hits} cache hits, {res.calls_per_case} LLM calls per case, "
               f"{res.seconds:.1f} s")

@@ -361,8 +361,9 @@ class Gateway:
 
     def __init__(self, store, *, concurrency: int = 8, timeout_s: float = 120, max_retries: int = 6,
                  backoff_base_s: float = 0.5, backoff_max_s: float = 30.0, run_id: str | None = None,
-                 pinned: dict[str, str] | None = None):
+                 pinned: dict[str, str] | None = None, budget=None):
         self.store = store
+        self.budget = budget  # llm.budget.Budget: every provider attempt is held against it
         self.sem = threading.BoundedSemaphore(concurrency)
         self.timeout_s = timeout_s
         self.max_retries = max_retries
@@ -453,6 +454,24 @@ class Gateway:
         return kw
 
     def _attempt(self, litellm, spec, kw, h, purpose, case_id, attempt_no) -> LLMResult:
+        """One provider attempt, held against the budget first (if any)."""
+        if self.budget is None:
+            return self._attempt_once(litellm, spec, kw, h, purpose, case_id, attempt_no)
+        from .budget import cost_of
+
+        held = self.budget.reserve(spec, kw["messages"], kw["max_tokens"])
+        res = None
+        try:
+            res = self._attempt_once(litellm, spec, kw, h, purpose, case_id, attempt_no)
+        finally:
+            if res is None or (res.error and res.prompt_tokens is None and res.content is None):
+                actual = 0.0 if res is not None else None   # nothing answered: nothing billed
+            else:
+                actual = cost_of(spec, res.prompt_tokens, res.completion_tokens)
+            self.budget.settle(held, actual)
+        return res
+
+    def _attempt_once(self, litellm, spec, kw, h, purpose, case_id, attempt_no) -> LLMResult:
         """One provider attempt, logged and (if good) cached before its worker slot is released,
         so a crash can lose at most 2 x concurrency calls that were sent but not yet saved."""
         key = (spec.model, spec.api_base)
@@ -482,6 +501,10 @@ class Gateway:
             latency = wire.wire_ms if wire.wire_ms is not None else (time.monotonic() - t0) * 1000
             if resp is not None:
                 res = _result_from(litellm, resp, h, latency)
+                if spec.price is not None:  # the configured price wins over litellm's table
+                    from .budget import cost_of
+
+                    res.cost = cost_of(spec, res.prompt_tokens, res.completion_tokens)
                 if not res.content or not res.content.strip():
                     res.error, res.retryable = "empty content from provider", True
             else:

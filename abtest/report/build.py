@@ -146,6 +146,8 @@ def _build_report(store, run_id: str, config=None) -> dict:
         "metrics": metrics, "holm": holm_info, "incidents": incidents,
         "calls": calls_summary(store, run_id, len(all_ids)),
     }
+    if info.get("budget"):
+        report["budget"] = info["budget"]
     if status != "complete":
         report["estimates_withheld"] = (
             f"incomplete run: {len(unfinished)} case(s) unfinished; no metric, p-value or "
@@ -255,10 +257,28 @@ def calls_summary(store, run_id: str, n: int) -> dict:
     summ = store.call_summary(run_id)
     attempts = sum(r["provider_attempts"] for r in summ.values())
     logical = store.count_distinct_calls(run_id)
+    billed = store.billed_cost_by_purpose(run_id)
+    by_variant: dict[str, float] = {}
+    by_judge: dict[str, float] = {}
+    for purpose, cost in billed.items():
+        if cost is None:
+            continue
+        kind, _, rest = purpose.partition(":")
+        if kind == "generate":
+            by_variant[rest] = by_variant.get(rest, 0.0) + cost
+        elif kind == "judge":
+            name = rest.split(":")[0]   # a repair call counts to its judge
+            by_judge[name] = by_judge.get(name, 0.0) + cost
+    known = [c for c in billed.values() if c is not None]
     return {"by_purpose": {k: {kk: vv for kk, vv in v.items() if kk != "purpose"}
                            for k, v in summ.items()},
             "provider_attempts": attempts, "distinct_calls": logical,
-            "calls_per_case": round(logical / n, 2) if n else None}
+            "calls_per_case": round(logical / n, 2) if n else None,
+            "cost_usd": {"total": round(sum(known), 6) if known else None,
+                         "by_variant": {k: round(v, 6) for k, v in sorted(by_variant.items())},
+                         "by_judge": {k: round(v, 6) for k, v in sorted(by_judge.items())},
+                         "note": "billed by the provider in this run (cached answers cost "
+                                 "nothing here); null where no price is known"}}
 
 
 def checks_table(chk_by: dict, finished: set[str], alpha: float) -> dict:

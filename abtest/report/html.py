@@ -20,7 +20,7 @@ import re
 from html import escape as _escape
 from typing import Any, Iterable
 
-from ..fmt import interval, num, pct
+from ..fmt import cost_line, interval, num, pct
 from .markdown import extra_judge_lines
 from .metrics import SCORE_JUDGES
 
@@ -403,6 +403,11 @@ def _header(r: dict) -> str:
                              f"{esc(fx.get('retriever'))}</code>, cases_sha256 <span class=\"mono\">"
                              f"{esc(str(fx.get('cases_sha256') or 'n/a')[:16])}…</span>"))
     items.append(("Comparison kind", f"<strong>{esc(r.get('comparison_kind'))}</strong>"))
+    cost = cost_line(r)
+    if cost:
+        stopped = _d(r.get("budget")).get("stopped")
+        items.append(("Cost", f'<strong class="warn" id="budget-stop">{esc(cost)}</strong>'
+                              if stopped else f'<span id="cost">{esc(cost)}</span>'))
     if fx.get("stale_at_run") is True:
         items.append(("Stale fixture", f'<strong class="warn" id="stale">captured '
                                        f"{esc(fx.get('captured_at'))}, due for re-capture on "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..fmt import clip, interval, num, pct
+from ..fmt import clip, cost_line, interval, num, pct
 from .metrics import SCORE_JUDGES
 
 
@@ -112,6 +112,9 @@ def render_markdown(r: dict) -> str:
     add(f"- Fixture: `{fx['name']}`, corpus version {fx['corpus_version']}, retriever "
         f"`{fx.get('retriever')}`, cases_sha256 {fx['cases_sha256'][:16]}…")
     add(f"- Comparison kind: **{r['comparison_kind']}**")
+    cost = cost_line(r)
+    if cost:
+        add(f"- Cost: {'**' + cost + '**' if (r.get('budget') or {}).get('stopped') else cost}")
     if fx.get("stale_at_run"):
         add("")
         add(f"> **Stale fixture:** captured {fx.get('captured_at')}, due for re-capture on "

@@ -364,11 +364,27 @@ class PurposeCalls(_Part):
     cost: Num = None
 
 
+class CallCost(_Part):
+    total: Num
+    by_variant: dict[str, float]
+    by_judge: dict[str, float]
+    note: str
+
+
 class Calls(_Part):
     by_purpose: dict[str, PurposeCalls]
     provider_attempts: int
     distinct_calls: int
     calls_per_case: Num
+    cost_usd: Optional[CallCost] = None
+
+
+class BudgetInfo(_Part):
+    """`--max-cost`: the budget, what the run spent, and why it stopped (null: it did not)."""
+
+    max_usd: float
+    spent_usd: float
+    stopped: Optional[str]
 
 
 class JudgeNoise(_Part):
@@ -506,6 +522,7 @@ class Report(_Part):
     holm: Holm
     incidents: list[Incident]
     calls: Calls
+    budget: Optional[BudgetInfo] = Field(None, description="present when the run had a budget")
     estimates_withheld: Optional[str] = Field(None, description="present on an incomplete "
                                                                 "run only")
     judge_noise: Optional[JudgeNoise] = None

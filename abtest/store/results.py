@@ -443,6 +443,13 @@ class Store:
             [run_id])
         return {r["purpose"]: r for r in rows}
 
+    def billed_cost_by_purpose(self, run_id: str) -> dict[str, float | None]:
+        """What the provider billed, per purpose: provider attempts only (a cached answer was
+        paid for by the run that first asked); None where no attempt had a known cost."""
+        rows = self._rows("SELECT purpose, sum(cost) AS cost FROM llm_calls WHERE run_id = ? "
+                          "AND NOT cached GROUP BY purpose ORDER BY purpose", [run_id])
+        return {r["purpose"]: r["cost"] for r in rows}
+
     def resolved_models(self, run_id: str) -> dict[str, list[str]]:
         rows = self._rows(
             "SELECT DISTINCT model_requested, model_resolved, system_fingerprint FROM llm_calls "
