@@ -277,6 +277,22 @@ def test_export_every_table(project, brain, tmp_path):
     assert rows and all(r["run_id"] == run_id for r in rows)
 
 
+def test_export_all_runs_of_the_store_for_bi_tools(project, brain, tmp_path):
+    import duckdb
+
+    first, second = run_ok(), run_ok()
+    code, out, err = invoke("export", "--all", "--out", str(tmp_path / "all"))
+    assert code == 0, err
+    con = duckdb.connect()
+    got = con.execute(f"SELECT run_id, count(*) FROM read_parquet('{tmp_path}/all/generations.parquet') "
+                      "GROUP BY run_id ORDER BY run_id").fetchall()
+    assert got == sorted([(first, 8), (second, 8)])
+    n_runs = con.execute(f"SELECT count(*) FROM read_parquet('{tmp_path}/all/runs.parquet')").fetchone()
+    assert n_runs == (2,)
+    code, _, err = invoke("export", first, "--all", "--out", str(tmp_path / "x"))
+    assert code == 2 and "--all" in err
+
+
 def test_html_report_from_a_real_run(project, brain):
     run_id = run_ok()
     code, out, _ = invoke("report", run_id, "--format", "html")

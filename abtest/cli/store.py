@@ -9,21 +9,26 @@ from .common import open_store, resolve_run
 
 
 @click.command()
-@click.argument("run_id")
+@click.argument("run_id", required=False)
+@click.option("--all", "all_runs", is_flag=True, help="Every run in the store, one file per table.")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl", "csv"]), default="parquet",
               show_default=True)
 @click.option("--out", required=True, type=click.Path(file_okay=False))
 @click.pass_context
-def export(ctx, run_id, fmt, out):
-    """Write every table of one run for notebooks and BI tools."""
+def export(ctx, run_id, all_runs, fmt, out):
+    """Write every table of one run (or --all runs) for notebooks and BI tools."""
     from pathlib import Path
 
+    from ..errors import UserError
     from ..runs import load_run
 
+    if bool(run_id) == all_runs:
+        raise UserError("give a RUN_ID or --all (not both)", field="RUN_ID")
     lc, store = open_store(ctx)
     try:
-        run_id = resolve_run(store, run_id)
-        load_run(store, run_id)
+        if run_id:
+            run_id = resolve_run(store, run_id)
+            load_run(store, run_id)
         for p in store.export_run(run_id, Path(out), fmt):
             click.echo(str(p))
     finally:

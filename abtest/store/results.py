@@ -535,7 +535,8 @@ class Store:
     RUN_TABLES = ("runs", "generations", "llm_calls", "checks", "judgments", "claims",
                   "human_labels", "review_items")
 
-    def export_run(self, run_id: str, out_dir: Path, fmt: str) -> list[Path]:
+    def export_run(self, run_id: str | None, out_dir: Path, fmt: str) -> list[Path]:
+        """One file per run table: the run's rows, or every run's (run_id None)."""
         if self._remote is not None:  # DuckDB's COPY needs the file; rows over the wire do not
             raise UserError(f"a run is writing this store (process {self._remote.get('pid')}); "
                             "export once it finishes (report, history and view work meanwhile)",
@@ -547,9 +548,10 @@ class Store:
         for t in self.RUN_TABLES:
             target = out_dir / f"{t}.{fmt}"
             esc = str(target).replace("'", "''")
+            where, args = ("WHERE run_id = ? ", [run_id]) if run_id is not None else ("", [])
             with self._gate.read():
-                self._cursor().execute(f"COPY (SELECT * FROM {t} WHERE run_id = ?) TO '{esc}' "
-                                       f"{opts}", [run_id])
+                self._cursor().execute(f"COPY (SELECT * FROM {t} {where}ORDER BY run_id) TO "
+                                       f"'{esc}' {opts}", args)
             written.append(target)
         return written
 
