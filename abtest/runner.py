@@ -286,8 +286,29 @@ def config_record(lc: LoadedConfig) -> str:
     return json.dumps(lc.config.model_dump(mode="json"), sort_keys=True)
 
 
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """'i/n' (1 ≤ i ≤ n ≤ 1000) -> (i, n)."""
+    if text is None:
+        return None
+    i, sep, n = str(text).partition("/")
+    try:
+        i_, n_ = int(i), int(n)
+    except ValueError:
+        i_ = n_ = 0
+    if not sep or not 1 <= i_ <= n_ <= 1000:
+        raise UserError(f"--shard {text!r}: expected i/n with 1 ≤ i ≤ n ≤ 1000, e.g. 2/4",
+                        field="--shard")
+    return i_, n_
+
+
+def in_shard(case_id: str, shard: tuple[int, int]) -> bool:
+    """A case's shard depends on its id alone: every machine slices a fixture the same way."""
+    i, n = shard
+    return int(hashlib.sha256(case_id.encode("utf-8")).hexdigest(), 16) % n == i - 1
+
+
 def start_run(lc: LoadedConfig, store, plan: RunPlan, *, run_id: str | None = None,
-              resume: bool = False) -> str:
+              resume: bool = False, shard: tuple[int, int] | None = None) -> str:
     """Create the run row, or check that a resumed run still matches its inputs."""
     if run_id is not None:
         from .names import check_id
@@ -311,6 +332,11 @@ def start_run(lc: LoadedConfig, store, plan: RunPlan, *, run_id: str | None = No
             if run[f"variant_{side}_sha256"] != lv.sha256:
                 raise UserError(f"variant {side.upper()} changed since run {run_id} started; start a "
                                 "new run", file=str(lv.path))
+        was = json.loads(run.get("info_json") or "{}").get("shard")
+        if (tuple(was) if was else None) != shard:
+            raise UserError(f"--resume: run {run_id} is "
+                            + (f"shard {was[0]}/{was[1]}" if was else "not a shard")
+                            + "; resume it with the same --shard", field="--shard")
         store.update_run(run_id, status="running")
         return run_id
     run_id = run_id or new_run_id()
@@ -321,6 +347,8 @@ def start_run(lc: LoadedConfig, store, plan: RunPlan, *, run_id: str | None = No
             "self_judge": plan.self_judge, "judges": lc.config.judges,
             "conformance_rubric": conformance_rubric(plan.a.variant, plan.b.variant),
             "python": sys.version.split()[0]}
+    if shard:
+        info["shard"] = list(shard)
     store.create_run({
         "run_id": run_id, "kind": "frozen", "fixture_name": plan.fixture.name,
         "fixture_path": str(plan.fixture.path.resolve()), "fixture_sha256": plan.fixture.cases_sha256,
@@ -486,7 +514,8 @@ def errored_cases(store, run_id: str) -> set[str]:
 
 def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
             progress: Progress | None = None, skip: set[str] | None = None,
-            max_cost_usd: float | None = None) -> RunResult:
+            max_cost_usd: float | None = None, shard: tuple[int, int] | None = None
+            ) -> RunResult:
     from .llm import Budget, BudgetExceeded, Gateway, ModelDriftError
 
     cfg = lc.config
@@ -509,8 +538,12 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
                  pinned=pinned, budget=budget)
     t0 = time.monotonic()
     skip = skip or set()
-    n_todo = len(plan.fixture) - len(skip & set(plan.fixture.ids()))
-    todo = (c for c in plan.fixture.iter_cases() if c.id not in skip)
+    mine = set(plan.fixture.ids())
+    if shard:  # another shard's cases are not this run's to do (nor its unfinished)
+        mine = {cid for cid in mine if in_shard(cid, shard)}
+        skip = skip & mine
+    n_todo = len(mine) - len(skip)
+    todo = (c for c in plan.fixture.iter_cases() if c.id in mine and c.id not in skip)
     done = 0
     unfinished: list[str] = sorted(skip)
     if skip and progress:
@@ -576,7 +609,7 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
                      finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
     st = gw.stats
     total_calls = store.count_distinct_calls(run_id)
-    n_all = len(plan.fixture)
+    n_all = len(mine)
     return RunResult(run_id, status, n_all, sorted(unfinished), st.provider_calls,
                      st.cache_hits, time.monotonic() - t0, plan.comparison_kind,
                      round(total_calls / n_all, 2) if n_all else 0.0)
@@ -585,12 +618,14 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
 def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: bool = False,
         retry_errors: bool = False, progress: Progress | None = None,
         models: tuple[str | None, str | None] = (None, None),
-        max_cost_usd: float | None = None) -> RunResult:
+        max_cost_usd: float | None = None, shard: str | tuple[int, int] | None = None
+        ) -> RunResult:
     """Library entry point: plan, open the store, execute."""
     from .llm import preload
     from .store import Store
 
     preload()  # litellm imports in the background while fixtures and prompts are checked
+    shard = parse_shard(shard) if isinstance(shard, str) else shard
     plan = plan_run(lc, fixture, a, b, models=models)
     if (max_cost_usd if max_cost_usd is not None else lc.config.max_cost_usd) is not None:
         from .llm.budget import Budget
@@ -598,7 +633,7 @@ def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: b
         Budget(1.0).check_prices([plan.gen_a, plan.gen_b, plan.judge])  # before anything is stored
     store = Store(lc.store_path)
     try:
-        rid = start_run(lc, store, plan, run_id=run_id, resume=resume)
+        rid = start_run(lc, store, plan, run_id=run_id, resume=resume, shard=shard)
         if progress:
             progress(f"run {rid}: {len(plan.fixture)} cases, A={plan.a.name} B={plan.b.name}, "
                      f"generator {plan.gen_a.model}, judge {plan.judge.model}"
@@ -610,7 +645,10 @@ def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: b
         if progress and not mn["can_license"]:
             progress(f"note: {mn['text']} (docs/STATISTICS.md)")
         skip = errored_cases(store, rid) if resume and not retry_errors else set()
+        if progress and shard:
+            progress(f"shard {shard[0]}/{shard[1]}: this run does its slice of the cases; "
+                     "`abtest merge` the shards into one run for the report")
         return execute(lc, store, plan, rid, progress=progress, skip=skip,
-                       max_cost_usd=max_cost_usd)
+                       max_cost_usd=max_cost_usd, shard=shard)
     finally:
         store.close()

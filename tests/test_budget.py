@@ -102,5 +102,6 @@ def test_a_budget_over_a_model_without_a_price_is_refused_before_any_call(tmp_pa
     monkeypatch.chdir(proj)
     env = {**os.environ, "FAKE_LLM_KEY": "sk-x-123456789"}
     r = _abtest(*RUN, env=env)
-    assert r.returncode == 2 and "no price is known for model openai/fake-gen" in r.stderr
-    assert r.stderr.count("\n") == 1 and not (proj / "results" / "abtest.duckdb").exists()
+    assert r.returncode == 2 and "no price is known for model openai/fake-gen" in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert not (proj / "results" / "abtest.duckdb").exists()

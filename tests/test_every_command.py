@@ -77,6 +77,10 @@ CASES: dict[str, dict[str, list[str] | None]] = {
     "export": {"ok": ["export", "{run}", "--out", "exp"], "missing": NA,
                "bad": ["export", "{run}", "--out", "exp2", "--format", "xls"],
                "id": ["export", EVIL, "--out", "exp3"]},
+    "merge": {"ok": NA,  # needs shards of one comparison: tests/test_shards.py
+              "missing": ["merge", "nope.duckdb:x", "--into", "m1"],
+              "bad": ["merge", "{run}", "--into", "m2", "--bogus"],
+              "id": ["merge", "{run}", "--into", EVIL]},
     "snapshot": {"ok": ["snapshot", "variants/a.yaml", "--fixture", "fixtures/small"],
                  "missing": ["snapshot", "variants/nope.yaml", "--fixture", "fixtures/small"],
                  "bad": ["snapshot", "variants/bad.yaml", "--fixture", "fixtures/small"],

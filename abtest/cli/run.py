@@ -21,6 +21,9 @@ from .common import EXIT_INCOMPLETE, keep_summary, load, progress
 @click.option("--retry-errors", is_flag=True,
               help="With --resume: re-attempt the calls that ended in error (never the finished ones).")
 @click.option("--dry-run", is_flag=True, help="Print calls, tokens and cost before spending anything.")
+@click.option("--shard", default=None, metavar="I/N",
+              help="Run the I-th of N deterministic slices of the cases (one per machine or CI "
+                   "job); `abtest merge` joins them.")
 @click.option("--max-cost", "max_cost", type=click.FloatRange(min=0, min_open=True), default=None,
               metavar="USD", help="Stop before the call that could cross this budget (exit 3, "
               "finished work kept) [max_cost_usd in abtest.yaml].")
@@ -30,7 +33,7 @@ from .common import EXIT_INCOMPLETE, keep_summary, load, progress
               help="Silence the self-judging error (demos); the claim is still withheld.")
 @click.pass_context
 def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, dry_run,
-            max_cost, judge_repeats, allow_self_judge):
+            shard, max_cost, judge_repeats, allow_self_judge):
     """Generate A and B over the fixture's frozen contexts, check, judge; print the run id."""
     import json
 
@@ -84,7 +87,7 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
 
         raise UserError("--retry-errors goes with --resume", field="--retry-errors")
     res = run(lc, fixture, a_path, b_path, run_id=run_id, resume=resume, retry_errors=retry_errors,
-              progress=progress, max_cost_usd=max_cost)
+              progress=progress, max_cost_usd=max_cost, shard=shard)
     progress(f"{res.status}: {res.n_cases} cases, {res.provider_calls} provider calls, "
               f"{res.cache_hits} cache hits, {res.calls_per_case} LLM calls per case, "
               f"{res.seconds:.1f} s")

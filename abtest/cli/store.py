@@ -33,3 +33,25 @@ def export(ctx, run_id, all_runs, fmt, out):
             click.echo(str(p))
     finally:
         store.close()
+
+
+@click.command()
+@click.argument("sources", nargs=-1, required=True)
+@click.option("--into", "into", required=True, help="Id of the merged run (new).")
+@click.pass_context
+def merge(ctx, sources, into):
+    """Merge shards (run --shard i/n) into one run: SOURCE is a run id, OTHER.duckdb:RUN_ID,
+    or an `export --format parquet` folder."""
+    lc, store = open_store(ctx, read_only=False)
+    try:
+        from ..merge import merge_runs
+
+        res = merge_runs(store, list(sources), into)
+    finally:
+        store.close()
+    from .common import keep_summary, progress
+
+    progress(f"merged {res['sources']} run(s): {res['cases']} of {res['n_cases']} cases, "
+             f"{res['status']}")
+    click.echo(res["run_id"])
+    keep_summary(lc.store_path, res["run_id"])

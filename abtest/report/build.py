@@ -105,6 +105,9 @@ def _build_report(store, run_id: str, config=None) -> dict:
     finished_set = set(finished)
     status = "complete" if not unfinished and run["status"] == "complete" else "incomplete"
 
+    shard = info.get("shard")
+    not_started_reason = (f"in another shard (this run is shard {shard[0]}/{shard[1]}; "
+                          "`abtest merge` the shards)" if shard else "not started")
     models = _models(store, run)
     self_judge = bool(info.get("self_judge")) or bool(
         set(models["generator"]["resolved"]) & set(models["judge"]["resolved"]))
@@ -129,7 +132,7 @@ def _build_report(store, run_id: str, config=None) -> dict:
         "status": status, "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "created_at": _plain(run["created_at"]), "n_cases": len(all_ids),
         "n_finished": len(finished), "unfinished_cases": unfinished,
-        "unfinished_reasons": {cid: (errors_by_case.get(cid) or ["not started"])[:3]
+        "unfinished_reasons": {cid: (errors_by_case.get(cid) or [not_started_reason])[:3]
                                for cid in unfinished},
         "fixture": {"name": run["fixture_name"], "corpus_version": run["corpus_version"],
                     "cases_sha256": run["fixture_sha256"], "retriever": run["retriever"],

@@ -3,6 +3,6 @@
 `results` is the API, `migrations` the schema, `writer` the one writing thread.
 """
 
-from .results import Store
+from .results import Store, read_export
 
-__all__ = ["Store"]
+__all__ = ["Store", "read_export"]

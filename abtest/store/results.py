@@ -555,6 +555,23 @@ class Store:
             written.append(target)
         return written
 
+    # -- merging shards (abtest merge) ---------------------------------------------------
+    MERGED_TABLES = ("generations", "llm_calls", "checks", "judgments", "claims")
+
+    def run_rows(self, run_id: str) -> dict[str, list[dict[str, Any]]]:
+        """A frozen run's rows in every table `abtest merge` carries over."""
+        return {t: self._rows(f"SELECT * FROM {t} WHERE run_id = ?", [run_id])
+                for t in self.MERGED_TABLES}
+
+    def put_merged_run(self, run_row: dict[str, Any], rows: dict[str, list[dict[str, Any]]]
+                       ) -> None:
+        """The merged run and all its rows in one write: all of it is stored, or none."""
+        rid = run_row["run_id"]
+        ops = [self._op("runs", run_row)]
+        for table, items in rows.items():
+            ops += [self._op(table, {**r, "run_id": rid}) for r in items]
+        self._write(ops)
+
     # -- live runs (issue #8: `abtest live`; table from m002_live) --------------------------
     RUN_TABLES = RUN_TABLES + ("live_items",)
 
@@ -568,3 +585,26 @@ class Store:
         return self._rows("SELECT * FROM live_items WHERE run_id = ? ORDER BY idx, case_id, variant",
                           [run_id])
     # -- end live runs ----------------------------------------------------------------------
+
+
+def read_export(folder: Path) -> dict[str, dict[str, Any] | list[dict[str, Any]]]:
+    """The runs and rows an `abtest export --format parquet` folder holds, by table."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        out: dict[str, Any] = {}
+        for t in ("runs",) + Store.MERGED_TABLES:
+            f = folder / f"{t}.parquet"
+            if not f.is_file():
+                raise UserError(f"no {t}.parquet here (a folder `abtest export --format parquet` "
+                                "wrote)", file=str(folder))
+            cur = con.execute("SELECT * FROM read_parquet(?)", [str(f)])
+            names = [d[0] for d in cur.description]
+            out[t] = [dict(zip(names, r)) for r in cur.fetchall()]
+        return out
+    except duckdb.Error as exc:
+        raise UserError(f"cannot read the export: {str(exc).splitlines()[0]}",
+                        file=str(folder)) from None
+    finally:
+        con.close()
