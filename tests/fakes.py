@@ -185,3 +185,13 @@ def provider_calls(brain: Brain) -> int:
 
 def dumps(obj) -> str:
     return json.dumps(obj, sort_keys=True)
+
+
+def send_json(handler, code: int, obj) -> None:
+    """Answer a loopback stand-in's request (http.server handler) with JSON."""
+    data = json.dumps(obj).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)

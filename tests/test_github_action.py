@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from fakes import Brain, install, make_project
+from fakes import Brain, install, make_project, send_json
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTION = ROOT / ".github" / "actions" / "abtest"
@@ -40,12 +40,7 @@ class FakeGitHub:
                 pass
 
             def _send(self, code, obj):
-                data = json.dumps(obj).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, code, obj)
 
             def _body(self):
                 n = int(self.headers.get("Content-Length") or 0)
