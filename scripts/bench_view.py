@@ -123,7 +123,7 @@ def main() -> None:
         url = box["url"]
         import urllib.request
 
-        for warm in ("", "runs/bench-0001/cases/q000000"):  # templates compiled, imports done
+        for warm in ("", "runs/bench-0002/cases/q000000"):  # templates compiled, imports done
             urllib.request.urlopen(url + warm).read()
         rows = []
         with sync_playwright() as p:
@@ -142,6 +142,7 @@ def main() -> None:
                     ("runs page, summaries kept by `abtest run`", url, 300),
                     ("run page, first view (builds its report)", f"{url}runs/bench-0000", 300),
                     ("run page, again", f"{url}runs/bench-0000", 300),
+                    ("another run page, first view", f"{url}runs/bench-0001", 300),
                     ("cases page", f"{url}runs/bench-0000/cases", 300),
                     ("case page, from the cases page", f"{url}runs/bench-0000/cases/q000001", 100),
                     ("case page, from another case", f"{url}runs/bench-0000/cases/q000003", 100)):

@@ -299,8 +299,13 @@ def serve(store_path: str | Path, *, host: str = "127.0.0.1", port: int = 0,
           on_ready=None) -> None:
     """Bind first (port 0 picks a free one), tell `on_ready(url)`, then serve until stopped."""
     import socket
+    import threading
 
     import uvicorn
+
+    # the report's statistics (scipy, statsmodels) import in the background while the first
+    # page is read, so the first run page opened does not wait for them (~0.1 s)
+    threading.Thread(target=_warm, name="abtest-view-warm", daemon=True).start()
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -319,3 +324,14 @@ def serve(store_path: str | Path, *, host: str = "127.0.0.1", port: int = 0,
     if on_ready is not None:
         on_ready(f"http://{shown}:{bound}/", server)
     server.run(sockets=[sock])
+
+
+def _warm() -> None:
+    import importlib
+
+    for name in ("abtest.report.build", "abtest.report.html", "abtest.stats", "scipy.stats",
+                 "statsmodels.stats.power"):
+        try:
+            importlib.import_module(name)
+        except Exception:  # a failed warm-up only means the first page imports it itself
+            pass
