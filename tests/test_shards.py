@@ -84,6 +84,13 @@ def test_merge_refuses_what_is_not_one_comparison(tmp_path, monkeypatch):
     for bad in ("3/2", "0/2", "x", "1/0"):
         r = CliRunner().invoke(cli, [*RUN, "--shard", bad])
         assert r.exit_code == 2 and "--shard" in r.stderr
+    # --models starts one run per model: it takes no --shard, and each run holds --max-cost
+    models = ["run", "--fixture", "fixtures/small", "--a", "variants/b.yaml", "--models",
+              "fake/gen,fake/weak"]
+    r = CliRunner().invoke(cli, [*models, "--shard", "1/2"])
+    assert r.exit_code == 2 and "--shard" in r.stderr
+    r = CliRunner().invoke(cli, [*models, "--max-cost", "1"])
+    assert r.exit_code == 2 and "no price is known for model fake/gen" in r.stderr
     # a shard resumes as the same shard only
     r = CliRunner().invoke(cli, [*RUN, "--run-id", "s1", "--resume"])
     assert r.exit_code == 2 and "same --shard" in r.stderr

@@ -56,6 +56,13 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
 
             raise UserError("--models starts one run per model and prints their ids; --run-id "
                             "and --resume name one run", field="--run-id" if run_id else "--resume")
+        if shard:
+            from ..errors import UserError
+
+            raise UserError("--shard slices one run; --models starts one run per model",
+                            field="--shard")
+        if max_cost is not None:  # each model's run then holds this budget (as max_cost_usd)
+            lc.config = lc.config.model_copy(update={"max_cost_usd": max_cost})
 
         board = run_models(lc, fixture, a_path, models.split(","), progress=progress)
         from tabulate import tabulate
