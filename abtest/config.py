@@ -15,14 +15,9 @@ def read_yaml(path: Path) -> object:
     """Parse YAML with a one-line error that names the file and line."""
     import yaml
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError("file not found", file=str(path)) from None
-    except UnicodeDecodeError:
-        raise UserError("not valid UTF-8", file=str(path)) from None
-    except IsADirectoryError:
-        raise UserError("is a directory, expected a YAML file", file=str(path)) from None
+    from .jsonl import read_text
+
+    text = read_text(path, "a YAML file")
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

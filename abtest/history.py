@@ -143,7 +143,7 @@ def _model(m: dict) -> str:
 
 
 # --------------------------------------------------------------------------- compare
-def compare_runs(store, run1: str, run2: str) -> dict:
+def compare_runs(store, run1: str, run2: str, reports: tuple[dict, dict] | None = None) -> dict:
     """Per case: pairwise outcome and faithfulness of B in each run; which cases flipped.
 
     Two frozen runs (or two live runs) must share their fixture (golden file). A frozen run
@@ -161,7 +161,8 @@ def compare_runs(store, run1: str, run2: str) -> dict:
     for r in (r1, r2):
         if r["kind"] != "live":
             check_fixture_unchanged(r)
-    rep1, rep2 = build_any(store, r1), build_any(store, r2)
+    # a caller that has the two reports already (the view keeps them) passes them in
+    rep1, rep2 = reports or (build_any(store, r1), build_any(store, r2))
     by1 = {r["case_id"]: r for r in rep1["per_case"]}
     by2 = {r["case_id"]: r for r in rep2["per_case"]}
     ids = set(by1) & set(by2) if mixed else set(by1) | set(by2)

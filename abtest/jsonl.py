@@ -18,6 +18,19 @@ from typing import Any, Callable, Iterable
 from .errors import UserError
 
 
+def read_text(path: Path, what: str) -> str:
+    """A whole (small) text file, or a one-line error naming it: missing, a directory, not
+    UTF-8. A byte-order mark is dropped."""
+    try:
+        return Path(path).read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise UserError("file not found", file=str(path)) from None
+    except IsADirectoryError:
+        raise UserError(f"is a directory, expected {what}", file=str(path)) from None
+    except UnicodeDecodeError:
+        raise UserError("not valid UTF-8", file=str(path)) from None
+
+
 def text_lines(path: Path, what: str = "a JSONL file", *, name: str = "file",
                on_raw: Callable[[bytes], Any] | None = None,
                utf8_hint: str = "") -> Iterable[tuple[int, str]]:

@@ -11,7 +11,10 @@ import sys
 import pytest
 
 from fakes import make_project
-from test_resume import FakeLLMServer, config, many_cases
+import test_resume
+from test_resume import config, many_cases
+
+server = test_resume.server   # the loopback fake provider, as the resume tests use it
 
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
 IN_PRICE, OUT_PRICE = 1000.0, 2000.0          # USD per million tokens: $0.001 / $0.002 a token
@@ -43,16 +46,9 @@ def _billed(store, run_id):
     return rows, sum(p * IN_PRICE / 1e6 + c * OUT_PRICE / 1e6 for p, c in rows)
 
 
-@pytest.fixture
-def fake():
-    srv = FakeLLMServer(latency=0.0, max_seconds=300)
-    url = srv.start()
-    yield srv, url
-    srv.stop()
-
-
-def test_the_run_stops_before_the_call_that_could_cross_the_budget(tmp_path, monkeypatch, fake):
-    srv, url = fake
+def test_the_run_stops_before_the_call_that_could_cross_the_budget(tmp_path, monkeypatch,
+                                                                   server):
+    srv, url = server
     proj = make_project(tmp_path / "p", many_cases(6), config=_priced(url))
     monkeypatch.chdir(proj)
     env = {**os.environ, "FAKE_LLM_KEY": "sk-x-123456789"}
@@ -96,8 +92,8 @@ def test_the_run_stops_before_the_call_that_could_cross_the_budget(tmp_path, mon
 
 
 def test_a_budget_over_a_model_without_a_price_is_refused_before_any_call(tmp_path, monkeypatch,
-                                                                           fake):
-    srv, url = fake
+                                                                           server):
+    srv, url = server
     proj = make_project(tmp_path / "p", many_cases(2), config=config(url) + "max_cost_usd: 5\n")
     monkeypatch.chdir(proj)
     env = {**os.environ, "FAKE_LLM_KEY": "sk-x-123456789"}

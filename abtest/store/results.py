@@ -486,15 +486,22 @@ class Store:
     def human_labels(self, run_id: str) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM human_labels WHERE run_id = ? ORDER BY item_id", [run_id])
 
-    def labels_states(self) -> dict[str, tuple]:
-        """`labels_state` of every run that has review items, in one query."""
+    def labels_states(self, run_id: str | None = None) -> dict[str, tuple]:
+        """A cheap fingerprint of each run's review items and labels (of one run, or of every
+        run that has review items), in one query: a report that reads them (judge validation,
+        PPI) is stale once it changes."""
+        where, args = ("WHERE run_id = $1 ", [run_id]) if run_id is not None else ("", [])
         rows = self._rows(
             "SELECT i.run_id, i.items, coalesce(l.labels, 0) AS labels, "
             "coalesce(l.digest, '0') AS digest FROM "
-            "(SELECT run_id, count(*) AS items FROM review_items GROUP BY run_id) i LEFT JOIN "
-            "(SELECT run_id, count(*) AS labels, sum(hash(item_id, label, reviewer))::VARCHAR "
-            "AS digest FROM human_labels GROUP BY run_id) l USING (run_id)")
+            f"(SELECT run_id, count(*) AS items FROM review_items {where}GROUP BY run_id) i "
+            "LEFT JOIN (SELECT run_id, count(*) AS labels, "
+            "sum(hash(item_id, label, reviewer))::VARCHAR AS digest FROM human_labels "
+            f"{where}GROUP BY run_id) l USING (run_id)", args)
         return {r["run_id"]: (r["items"], r["labels"], r["digest"]) for r in rows}
+
+    def labels_state(self, run_id: str) -> tuple:
+        return self.labels_states(run_id).get(run_id, (0, 0, "0"))
 
     # -- run summaries (the view's runs page) ----------------------------
     def put_run_summary(self, run_id: str, state: str, summary: dict[str, Any]) -> None:
@@ -519,17 +526,6 @@ class Store:
                           "generations WHERE list_contains(?, run_id) GROUP BY run_id, case_id "
                           "HAVING count(DISTINCT variant) = 2) GROUP BY run_id", [ids])
         return {r["run_id"]: r["n"] for r in rows}
-
-    def labels_state(self, run_id: str) -> tuple:
-        """A cheap fingerprint of a run's review items and labels: a report that reads them
-        (judge validation, PPI) is stale once it changes."""
-        rows = self._rows(
-            "SELECT (SELECT count(*) FROM review_items WHERE run_id = $1) AS items, "
-            "(SELECT count(*) FROM human_labels WHERE run_id = $1) AS labels, "
-            "(SELECT coalesce(sum(hash(item_id, label, reviewer)), 0)::VARCHAR FROM human_labels "
-            "WHERE run_id = $1) AS digest", [run_id])
-        r = rows[0]
-        return (r["items"], r["labels"], r["digest"])
 
     # -- export -------------------------------------------------------------
     RUN_TABLES = ("runs", "generations", "llm_calls", "checks", "judgments", "claims",

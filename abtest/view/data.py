@@ -30,11 +30,11 @@ def _state(store, run: dict) -> str:
     return st
 
 
-def report_of(store, run: dict) -> dict:
+def report_of(store, run: dict, state: str | None = None) -> dict:
     """The run's report (frozen or live), built once per state of the run."""
     from ..report.summary import build_any
 
-    key = (str(store.path), run["run_id"], _state(store, run))
+    key = (str(store.path), run["run_id"], state or _state(store, run))
     with _LOCK:
         hit = _CACHE.get(key)
     if hit is not None:
@@ -50,11 +50,12 @@ def summary_of(store, run: dict) -> dict:
     none for its current state (the view opens the store read-only: it keeps it in memory)."""
     from ..report.summary import summarize
 
-    key = (str(store.path), run["run_id"], _state(store, run))
+    state = _state(store, run)
+    key = (str(store.path), run["run_id"], state)
     with _LOCK:
         hit = _SUMMARIES.get(key)
     if hit is None:
-        hit = summarize(report_of(store, run))
+        hit = summarize(report_of(store, run, state))
         with _LOCK:
             _SUMMARIES[key] = hit
     return hit
@@ -246,8 +247,8 @@ def compare(store, run1: str, run2: str) -> dict:
     from ..report.metrics import metric_at
     from ..runs import load_run
 
-    cmp = compare_runs(store, run1, run2)
     reps = [report_of(store, load_run(store, r)) for r in (run1, run2)]
+    cmp = compare_runs(store, run1, run2, reports=(reps[0], reps[1]))
     rows = []
     for key, label in COMPARED:
         m1, m2 = (metric_at(r.get("metrics") or {}, key) or {} for r in reps)
