@@ -44,8 +44,9 @@ def preload() -> None:
     global _PRELOAD
     with _IMPORT_LOCK:
         if _LITELLM is None and _PRELOAD is None:
-            _PRELOAD = threading.Thread(target=_import_and_warm, name="litellm-import", daemon=True)
-            _PRELOAD.start()
+            from ..background import start
+
+            _PRELOAD = start(_import_and_warm, "litellm-import")
 
 
 def _import_and_warm() -> None:

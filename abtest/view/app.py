@@ -299,13 +299,14 @@ def serve(store_path: str | Path, *, host: str = "127.0.0.1", port: int = 0,
           on_ready=None) -> None:
     """Bind first (port 0 picks a free one), tell `on_ready(url)`, then serve until stopped."""
     import socket
-    import threading
 
     import uvicorn
 
+    from .. import background
+
     # the report's statistics (scipy, statsmodels) import in the background while the first
     # page is read, so the first run page opened does not wait for them (~0.1 s)
-    threading.Thread(target=_warm, name="abtest-view-warm", daemon=True).start()
+    background.start(_warm, "abtest-view-warm")
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
