@@ -272,6 +272,8 @@ class Config(Strict):
     judge_repeat_cases: int = Field(default=10, ge=1)
     max_cost_usd: float | None = Field(default=None, gt=0, description=(
         "hard budget per run: stop before the call that could cross it (--max-cost wins)"))
+    batch_poll_s: float = Field(default=30.0, gt=0, le=3600, description=(
+        "run --batch: seconds between looks at the provider's batches"))
 
     @model_validator(mode="after")
     def _legacy_margin(self) -> "Config":

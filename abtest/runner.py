@@ -500,10 +500,16 @@ def _judge_repeats(gw, lc: LoadedConfig, store, run_id: str, plan: RunPlan, unfi
     by_id = plan.fixture.by_id(picked)
     if progress and picked:
         progress(f"judge noise: re-asking the pairwise judge {cfg.judge_repeats}x on {len(picked)} cases")
+    from .llm.batch import Deferred
+
     for cid in picked:
         for s in range(1, cfg.judge_repeats + 1):
-            for row in J.pairwise(gw, cfg.judge, by_id[cid], answers[cid]["A"], answers[cid]["B"],
-                                  sample=s):
+            try:
+                rows = J.pairwise(gw, cfg.judge, by_id[cid], answers[cid]["A"],
+                                  answers[cid]["B"], sample=s)
+            except Deferred:   # in a batch: the next pass stores it
+                continue
+            for row in rows:
                 store.put_judgment({"run_id": run_id, **row})
 
 
@@ -512,20 +518,28 @@ def errored_cases(store, run_id: str) -> set[str]:
     return store.errored_case_ids(run_id)
 
 
-def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
-            progress: Progress | None = None, skip: set[str] | None = None,
-            max_cost_usd: float | None = None, shard: tuple[int, int] | None = None
-            ) -> RunResult:
-    from .llm import Budget, BudgetExceeded, Gateway, ModelDriftError
-
-    cfg = lc.config
-    pinned = {}
+def pinned_and_spent(store, run_id: str) -> tuple[dict[str, str], float]:
+    """The models the run's answers came from, and what its provider calls cost so far (a
+    resumed run's budget counts what it already spent)."""
+    pinned: dict[str, str] = {}
     spent = 0.0
     for r in store.llm_calls(run_id):
         if r["error"] is None and r["model_resolved"]:
             pinned.setdefault(r["model_requested"], r["model_resolved"])
         if not r["cached"] and r["cost"]:
-            spent += r["cost"]   # a resumed run's budget counts what it already spent
+            spent += r["cost"]
+    return pinned, spent
+
+
+def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
+            progress: Progress | None = None, skip: set[str] | None = None,
+            max_cost_usd: float | None = None, shard: tuple[int, int] | None = None,
+            batch: bool = False) -> RunResult:
+    from .llm import Budget, BudgetExceeded, Gateway, ModelDriftError
+    from .llm.batch import BatchQueue, Deferred
+
+    cfg = lc.config
+    pinned, spent = pinned_and_spent(store, run_id)
     budget = None
     max_cost = max_cost_usd if max_cost_usd is not None else cfg.max_cost_usd
     if max_cost is not None:
@@ -535,7 +549,8 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
             progress(f"budget: ${max_cost:.2f} for this run (${spent:.4f} spent before)")
     gw = Gateway(store, concurrency=cfg.concurrency, timeout_s=cfg.timeout_s,
                  max_retries=cfg.max_retries, backoff_base_s=cfg.retry_backoff_s, run_id=run_id,
-                 pinned=pinned, budget=budget)
+                 pinned=pinned, budget=budget,
+                 batch=BatchQueue(store.failed_batch_hashes(run_id)) if batch else None)
     t0 = time.monotonic()
     skip = skip or set()
     mine = set(plan.fixture.ids())
@@ -550,6 +565,7 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
         progress(f"{len(skip)} case(s) ended in error earlier and are left unfinished "
                  "(--retry-errors re-attempts their failed calls)")
     drift: list[str] = []
+    n_waiting = 0
     # cases and the tasks inside a case run side by side; the gateway bounds the provider calls
     # in flight, so the pipeline never drains at the tail. Cases are submitted through a small
     # window, so memory does not grow with the fixture.
@@ -577,6 +593,9 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
                     oc = CaseOutcome(case.id, [str(exc)])
                 except BudgetExceeded as exc:
                     oc = CaseOutcome(case.id, [str(exc)])
+                except Deferred:   # waits for this pass's batch: neither done nor unfinished
+                    oc = CaseOutcome(case.id)
+                    n_waiting += 1
                 # after drift no new case starts (its answers would not compare), nor after
                 # the budget stopped a call
                 if not drift and not (budget and budget.stopped):
@@ -586,8 +605,10 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
                     unfinished.append(case.id)
                 if progress:
                     status = "ok" if not oc.errors else f"INCOMPLETE ({oc.errors[0][:80]})"
+                    if fut.exception() is not None and isinstance(fut.exception(), Deferred):
+                        status = "waiting for a batch"
                     progress(f"[{done}/{n_todo}] {case.id}: {status}")
-    if cfg.judge_repeats and "pairwise" in cfg.judges:
+    if cfg.judge_repeats and "pairwise" in cfg.judges and not n_waiting:
         _judge_repeats(gw, lc, store, run_id, plan, set(unfinished), progress)
     if drift:
         store.update_run(run_id, status="incomplete", finished_at=datetime.now(timezone.utc)
@@ -599,11 +620,27 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
         info["budget"] = {"max_usd": budget.max_usd, "spent_usd": round(budget.spent_usd, 6),
                           "stopped": budget.stopped}
         store.update_run(run_id, info_json=json.dumps(info, sort_keys=True))
+    batch_ids = []
+    if gw.batch is not None and len(gw.batch):
+        from .llm.batch import submit
+
+        batch_ids = submit(store, run_id, gw.batch, progress)
     if budget is not None and budget.stopped:
         store.update_run(run_id, status="incomplete", finished_at=datetime.now(timezone.utc)
                          .replace(tzinfo=None))
+        out = f" ({len(batch_ids)} batch(es) already submitted are collected then)" \
+            if batch_ids else ""
         raise IncompleteError(f"{budget.stopped}; finished work is kept: `abtest run --resume "
-                              f"--run-id {run_id} --max-cost …` with a higher budget continues")
+                              f"--run-id {run_id} --max-cost …{' --batch' if batch else ''}` "
+                              f"with a higher budget continues{out}")
+    if batch_ids:
+        from .llm.batch import BatchPending
+
+        store.update_run(run_id, status="incomplete", finished_at=datetime.now(timezone.utc)
+                         .replace(tzinfo=None))
+        raise BatchPending(f"waiting for {len(batch_ids)} batch(es) at the provider "
+                           f"({', '.join(batch_ids)}; {len(gw.batch)} request(s)); `abtest run "
+                           f"--run-id {run_id} --resume --batch` collects them and goes on")
     status = "complete" if not unfinished else "incomplete"
     store.update_run(run_id, status=status,
                      finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
@@ -618,9 +655,10 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
 def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: bool = False,
         retry_errors: bool = False, progress: Progress | None = None,
         models: tuple[str | None, str | None] = (None, None),
-        max_cost_usd: float | None = None, shard: str | tuple[int, int] | None = None
-        ) -> RunResult:
-    """Library entry point: plan, open the store, execute."""
+        max_cost_usd: float | None = None, shard: str | tuple[int, int] | None = None,
+        batch: bool = False, wait: bool = True) -> RunResult:
+    """Library entry point: plan, open the store, execute (with batch, pass after pass until
+    nothing is left in a provider batch; wait=False returns at the first batch out)."""
     from .llm import preload
     from .store import Store
 
@@ -648,7 +686,43 @@ def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: b
         if progress and shard:
             progress(f"shard {shard[0]}/{shard[1]}: this run does its slice of the cases; "
                      "`abtest merge` the shards into one run for the report")
-        return execute(lc, store, plan, rid, progress=progress, skip=skip,
-                       max_cost_usd=max_cost_usd, shard=shard)
+        if not batch:
+            return execute(lc, store, plan, rid, progress=progress, skip=skip,
+                           max_cost_usd=max_cost_usd, shard=shard)
+        return _batch_passes(lc, store, plan, rid, skip=skip, wait=wait, progress=progress,
+                             max_cost_usd=max_cost_usd, shard=shard)
     finally:
         store.close()
+
+
+def _batch_passes(lc: LoadedConfig, store, plan: RunPlan, rid: str, *, skip: set[str],
+                  wait: bool, progress: Progress | None, **kw) -> RunResult:
+    """Collect what is out, run a pass, submit what it deferred; again until a pass defers
+    nothing. Every step is in the store, so a process may stop anywhere between."""
+    from .llm import Gateway, ModelDriftError
+    from .llm.batch import BatchPending, collect
+
+    specs = [plan.gen_a, plan.gen_b, plan.judge]
+    first = True
+    while True:
+        pinned, _ = pinned_and_spent(store, rid)
+        try:
+            out = collect(Gateway(store, run_id=rid, pinned=pinned), store, rid, specs,
+                          wait=wait, poll_s=lc.config.batch_poll_s, progress=progress)
+        except ModelDriftError as exc:
+            store.update_run(rid, status="incomplete",
+                             finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
+            raise IncompleteError(f"{exc}; the run stops here, incomplete") from None
+        if out:
+            store.update_run(rid, status="incomplete")
+            raise BatchPending(f"waiting for {len(out)} batch(es) at the provider ("
+                               f"{', '.join(b['batch_id'] for b in out)}); `abtest run --run-id "
+                               f"{rid} --resume --batch` collects them and goes on")
+        if not first:   # a case that ended in error in an earlier pass stays unfinished
+            skip = errored_cases(store, rid)
+        first = False
+        try:
+            return execute(lc, store, plan, rid, progress=progress, skip=skip, batch=True, **kw)
+        except BatchPending:
+            if not wait:
+                raise

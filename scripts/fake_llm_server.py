@@ -9,6 +9,11 @@ Endpoints (with or without the ``/v1`` prefix):
 * ``POST /v1/embeddings`` - deterministic, normalised pseudo-embeddings (dimension 16,
   or ``dimensions`` if the request sets it); ``encoding_format`` float or base64.
 * ``GET /v1/models`` - one fake model.
+* ``POST /v1/files``, ``GET /v1/files/ID[/content]``, ``POST /v1/batches``,
+  ``GET /v1/batches/ID`` - the OpenAI Batch API: a batch does its requests (each recorded as
+  a request, path ``/batch/v1/chat/completions``) once ``batch_seconds`` have passed and it is
+  read; ``batch_expire`` makes it expire with half done, ``batch_fail_first_n`` fails that
+  many requests of each batch (500 in the error file).
 
 Faults can be injected by rate (seeded) or deterministically for the first N attempts of
 each request hash: ``429`` (with ``Retry-After``), ``500``, ``503``, ``timeout`` (hang),
@@ -340,7 +345,9 @@ class FakeLLMServer:
                  hang_seconds: float = 30.0, fault_first_n: int = 0,
                  fault_first_n_kind: str | list[str] = "500",
                  deterministic_faults_by_hash: bool = False,
-                 fault_embeddings: bool = False, verbose: bool = False, keep_alive: bool = False):
+                 fault_embeddings: bool = False, verbose: bool = False, keep_alive: bool = False,
+                 batch_seconds: float = 0.0, batch_expire: bool = False,
+                 batch_fail_first_n: int = 0):
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("FakeLLMServer only binds to loopback")
         self.latency = float(latency)
@@ -366,6 +373,14 @@ class FakeLLMServer:
         # HTTP/1.1 keep-alive, as real providers speak (benchmarks); off by default so that
         # after stop() no connection lingers for the tests that stop a server mid-run
         self.keep_alive = keep_alive
+        # batches: a batch finishes batch_seconds after it is created (checked when it is read);
+        # batch_expire: it expires then instead, with only its first half of requests done;
+        # batch_fail_first_n: that many requests of each batch fail (the error file says why)
+        self.batch_seconds = float(batch_seconds)
+        self.batch_expire = batch_expire
+        self.batch_fail_first_n = int(batch_fail_first_n)
+        self.files: dict[str, dict] = {}
+        self.batches: dict[str, dict] = {}
 
         self.counts: dict[str, int] = {}
         self.fault_counts: dict[str, int] = {}
@@ -522,6 +537,112 @@ class FakeLLMServer:
         with open(path, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=1, default=str)
 
+    # ------------------------------------------------------------ files and batches
+    def add_file(self, content: bytes, filename: str, purpose: str) -> dict:
+        with self._lock:
+            fid = f"file-fake{len(self.files) + 1:06d}"
+            meta = {"id": fid, "object": "file", "bytes": len(content),
+                    "created_at": int(time.time()), "filename": filename, "purpose": purpose,
+                    "status": "processed", "status_details": None}
+            self.files[fid] = {"meta": meta, "content": content}
+        return meta
+
+    def create_batch(self, body: dict) -> tuple[int, dict]:
+        fid = body.get("input_file_id")
+        if fid not in self.files:
+            return 404, {"error": {"message": f"No such File object: {fid}",
+                                   "type": "invalid_request_error", "code": "not_found"}}
+        if body.get("endpoint") != "/v1/chat/completions":
+            return 400, {"error": {"message": "endpoint must be /v1/chat/completions",
+                                   "type": "invalid_request_error", "code": None}}
+        lines = [json.loads(x) for x in self.files[fid]["content"].decode("utf-8").splitlines()
+                 if x.strip()]
+        now = int(time.time())
+        with self._lock:
+            bid = f"batch_fake{len(self.batches) + 1:06d}"
+            batch = {"id": bid, "object": "batch", "endpoint": body["endpoint"], "errors": None,
+                     "input_file_id": fid,
+                     "completion_window": body.get("completion_window", "24h"),
+                     "status": "in_progress", "output_file_id": None, "error_file_id": None,
+                     "created_at": now, "in_progress_at": now, "expires_at": now + 86400,
+                     "finalizing_at": None, "completed_at": None, "failed_at": None,
+                     "expired_at": None, "cancelling_at": None, "cancelled_at": None,
+                     "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+                     "metadata": body.get("metadata")}
+            self.batches[bid] = {"batch": batch, "lines": lines,
+                                 "due": time.monotonic() + self.batch_seconds}
+        return 200, batch
+
+    def read_batch(self, bid: str) -> dict | None:
+        """The batch as it is now: it does its requests once it is due."""
+        entry = self.batches.get(bid)
+        if entry is None:
+            return None
+        batch = entry["batch"]
+        if batch["status"] == "in_progress" and time.monotonic() >= entry["due"]:
+            self._finish_batch(entry)
+        return batch
+
+    def _finish_batch(self, entry: dict) -> None:
+        batch, lines = entry["batch"], entry["lines"]
+        n_do = (len(lines) + 1) // 2 if self.batch_expire else len(lines)
+        out, err = [], []
+        for i, line in enumerate(lines):
+            cid, body = line.get("custom_id"), line.get("body") or {}
+            if i >= n_do:
+                err.append({"id": f"batch_req_{i}", "custom_id": cid, "response": None,
+                            "error": {"code": "batch_expired", "message": "This request could "
+                                      "not be executed before the completion window expired."}})
+                continue
+            h, attempt, idx = self._register("/batch" + line.get("url", ""), body)
+            if i < self.batch_fail_first_n:
+                err.append({"id": f"batch_req_{i}", "custom_id": cid, "response": {
+                    "status_code": 500, "request_id": f"req_{i}", "body": {"error": {
+                        "message": "The server had an error (injected fault).",
+                        "type": "server_error", "code": "internal_error"}}}, "error": None})
+                continue
+            reply = self.completion(body, self.content_for(body))
+            out.append({"id": f"batch_req_{i}", "custom_id": cid, "response": {
+                "status_code": 200, "request_id": f"req_{i}", "body": reply}, "error": None})
+        now = int(time.time())
+        for rows, key in ((out, "output_file_id"), (err, "error_file_id")):
+            if rows:
+                data = "".join(json.dumps(r) + "\n" for r in rows).encode("utf-8")
+                batch[key] = self.add_file(data, f"{batch['id']}_{key}.jsonl",
+                                           "batch_output")["id"]
+        batch["request_counts"] = {"total": len(lines), "completed": len(out),
+                                   "failed": len(err)}
+        if self.batch_expire:
+            batch.update(status="expired", expired_at=now)
+        else:
+            batch.update(status="completed", finalizing_at=now, completed_at=now)
+
+    # ------------------------------------------------------------ replies
+    def content_for(self, body: dict, fault: str | None = None) -> str:
+        """The reply text for a chat request (a responder's dict replies are HTTP-only)."""
+        if fault == "empty":
+            return ""
+        if fault == "truncated_json":
+            js = json_reply_for(body) or {"verdict": "A", "reasoning": "truncated by fake server"}
+            full = json.dumps(js, separators=(",", ":"))
+            return full[: max(1, len(full) // 2)]
+        if self.responder is not None:
+            out = self.responder(body)
+            return "" if out is None or isinstance(out, dict) else str(out)
+        return default_content(body)
+
+    def completion(self, body: dict, content: str) -> dict:
+        prompt_tokens = sum(_word_count(_text_of(m.get("content"))) for m in
+                            body.get("messages") or [] if isinstance(m, dict))
+        n = max(1, int(body.get("n") or 1))
+        completion_tokens = _word_count(content) * n
+        return {"id": self._next_id(), "object": "chat.completion", "created": int(time.time()),
+                "model": body.get("model") or "fake", "system_fingerprint": SYSTEM_FINGERPRINT,
+                "choices": [{"index": i, "message": {"role": "assistant", "content": content},
+                             "logprobs": None, "finish_reason": "stop"} for i in range(n)],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "total_tokens": prompt_tokens + completion_tokens}}
+
     # ------------------------------------------------------------ sleep helpers
     def _sleep(self, seconds: float) -> bool:
         """Sleep, waking early on stop. True if the server is stopping."""
@@ -600,10 +721,51 @@ class _Handler(BaseHTTPRequestHandler):
             mid = route[len("/models/"):]
             self._send(200, {"id": mid, "object": "model", "created": 0,
                              "owned_by": "fake-llm-server"})
+        elif route.startswith("/files/") or route.startswith("/batches/"):
+            self._get_file_or_batch(route)
         elif route in ("", "/health", "/healthz"):
             self._send(200, {"status": "ok"})
         else:
             self._error(404, f"unknown path {self.path}", "invalid_request_error", "not_found")
+
+    def _get_file_or_batch(self, route: str) -> None:
+        fake = self.fake
+        parts = route.strip("/").split("/")
+        if parts[0] == "batches" and len(parts) == 2:
+            batch = fake.read_batch(parts[1])
+            if batch is not None:
+                self._send(200, batch)
+                return
+        elif parts[0] == "files" and parts[1] in fake.files and len(parts) in (2, 3):
+            f = fake.files[parts[1]]
+            if len(parts) == 2:
+                self._send(200, f["meta"])
+                return
+            if parts[2] == "content":
+                self._send(200, f["content"], content_type="application/octet-stream")
+                return
+        self._error(404, f"unknown path {self.path}", "invalid_request_error", "not_found")
+
+    def _upload(self) -> None:
+        """POST /v1/files: a multipart form with `purpose` and `file`."""
+        from email.parser import BytesParser
+        from email.policy import HTTP
+
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length > 0 else b""
+        head = f"Content-Type: {self.headers.get('Content-Type', '')}\r\n\r\n".encode()
+        msg = BytesParser(policy=HTTP).parsebytes(head + raw)
+        fields = {}
+        for part in msg.iter_parts() if msg.is_multipart() else []:
+            name = part.get_param("name", header="content-disposition")
+            fields[name] = (part.get_filename(), part.get_payload(decode=True))
+        if "file" not in fields:
+            self._error(400, "a multipart form with a file is required",
+                        "invalid_request_error", None)
+            return
+        purpose = (fields.get("purpose") or (None, b"batch"))[1].decode("utf-8")
+        self._send(200, self.fake.add_file(fields["file"][1], fields["file"][0] or "upload",
+                                           purpose))
 
     # ---------------------------------------------------------------- POST
     def do_POST(self) -> None:
@@ -620,6 +782,18 @@ class _Handler(BaseHTTPRequestHandler):
     def _post(self) -> None:
         self._arrived = time.monotonic()  # latency counts from here: replies leave at arrival + L
         route = self._route()
+        if route == "/files":
+            self._arrived = None
+            self._upload()
+            return
+        if route == "/batches":
+            self._arrived = None
+            body, err = self._read_body()
+            status, payload = (400, {"error": {"message": err or "a JSON object is required",
+                                               "type": "invalid_request_error", "code": None}}) \
+                if err or not isinstance(body, dict) else self.fake.create_batch(body)
+            self._send(status, payload)
+            return
         if route not in ("/chat/completions", "/embeddings"):
             self._arrived = None
             self._read_body()
@@ -671,16 +845,7 @@ class _Handler(BaseHTTPRequestHandler):
     # ---------------------------------------------------------------- chat
     def _chat(self, body: dict, fault: str | None) -> None:
         fake = self.fake
-        model = body.get("model") or "fake"
-        if fault == "empty":
-            content = ""
-        elif fault == "truncated_json":
-            js = json_reply_for(body)
-            if not js:
-                js = {"verdict": "A", "reasoning": "truncated by fake server"}
-            full = json.dumps(js, separators=(",", ":"))
-            content = full[: max(1, len(full) // 2)]
-        elif fake.responder is not None:
+        if fault is None and fake.responder is not None:
             out = fake.responder(body)
             if isinstance(out, dict):
                 status = int(out.get("status", 200))
@@ -690,26 +855,13 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             content = "" if out is None else str(out)
         else:
-            content = default_content(body)
-
-        prompt_tokens = sum(_word_count(_text_of(m.get("content"))) for m in body.get("messages") or []
-                            if isinstance(m, dict))
-        completion_tokens = _word_count(content)
-        n = max(1, int(body.get("n") or 1))
-        created = int(time.time())
-        cid = fake._next_id()
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens * n,
-                 "total_tokens": prompt_tokens + completion_tokens * n}
+            content = fake.content_for(body, fault)
+        reply = fake.completion(body, content)
         if body.get("stream"):
-            self._stream(cid, created, model, content, n, usage, body)
+            self._stream(reply["id"], reply["created"], reply["model"], content,
+                         len(reply["choices"]), reply["usage"], body)
             return
-        self._send(200, {
-            "id": cid, "object": "chat.completion", "created": created, "model": model,
-            "system_fingerprint": SYSTEM_FINGERPRINT,
-            "choices": [{"index": i, "message": {"role": "assistant", "content": content},
-                         "logprobs": None, "finish_reason": "stop"} for i in range(n)],
-            "usage": usage,
-        })
+        self._send(200, reply)
 
     def _stream(self, cid: str, created: int, model: str, content: str, n: int,
                 usage: dict, body: dict) -> None:
@@ -787,6 +939,12 @@ def build_arg_parser() -> argparse.ArgumentParser:
                    help="fault decision depends only on (seed, request hash, attempt)")
     p.add_argument("--fault-embeddings", action="store_true",
                    help="also inject faults on /v1/embeddings")
+    p.add_argument("--batch-seconds", type=float, default=0.0,
+                   help="a batch finishes this long after it is created")
+    p.add_argument("--batch-expire", action="store_true",
+                   help="batches expire instead, with half their requests done")
+    p.add_argument("--batch-fail-first-n", type=int, default=0,
+                   help="fail this many requests of each batch (500 in its error file)")
     p.add_argument("--dump", default=None, help="write counts and requests as JSON here on exit")
     p.add_argument("--verbose", action="store_true", help="log requests to stderr")
     return p
@@ -808,7 +966,9 @@ def main(argv: list[str] | None = None) -> int:
                         fault_first_n_kind=[k.strip() for k in args.fault_first_n_kind.split(",")
                                             if k.strip()],
                         deterministic_faults_by_hash=args.deterministic_faults_by_hash,
-                        fault_embeddings=args.fault_embeddings, verbose=args.verbose)
+                        fault_embeddings=args.fault_embeddings, verbose=args.verbose,
+                        batch_seconds=args.batch_seconds, batch_expire=args.batch_expire,
+                        batch_fail_first_n=args.batch_fail_first_n)
     base_url = srv.start()
     print(f"listening on {base_url}", flush=True)
 

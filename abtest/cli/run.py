@@ -27,13 +27,20 @@ from .common import EXIT_INCOMPLETE, keep_summary, load, progress
 @click.option("--max-cost", "max_cost", type=click.FloatRange(min=0, min_open=True), default=None,
               metavar="USD", help="Stop before the call that could cross this budget (exit 3, "
               "finished work kept) [max_cost_usd in abtest.yaml].")
+@click.option("--batch", is_flag=True,
+              help="Send calls to OpenAI-compatible models as provider batches (about half the "
+                   "price; hours, not seconds). The batch ids are stored: `--resume --batch` "
+                   "collects them after an exit or restart.")
+@click.option("--no-wait", is_flag=True,
+              help="With --batch: exit 3 once a batch is out instead of polling for it "
+                   "[batch_poll_s in abtest.yaml sets the polling interval].")
 @click.option("--judge-repeats", type=click.IntRange(0, 10), default=None,
               help="Re-ask the pairwise judge K times on a seeded sample (test-retest noise).")
 @click.option("--allow-self-judge", is_flag=True,
               help="Silence the self-judging error (demos); the claim is still withheld.")
 @click.pass_context
 def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, dry_run,
-            shard, max_cost, judge_repeats, allow_self_judge):
+            shard, max_cost, batch, no_wait, judge_repeats, allow_self_judge):
     """Generate A and B over the fixture's frozen contexts, check, judge; print the run id."""
     import json
 
@@ -56,11 +63,12 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
 
             raise UserError("--models starts one run per model and prints their ids; --run-id "
                             "and --resume name one run", field="--run-id" if run_id else "--resume")
-        if shard:
+        if shard or batch:
             from ..errors import UserError
 
-            raise UserError("--shard slices one run; --models starts one run per model",
-                            field="--shard")
+            flag = "--shard" if shard else "--batch"
+            raise UserError(f"{flag} works on one run; --models starts one run per model",
+                            field=flag)
         if max_cost is not None:  # each model's run then holds this budget (as max_cost_usd)
             lc.config = lc.config.model_copy(update={"max_cost_usd": max_cost})
 
@@ -89,12 +97,17 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
         progress(f"note: the judge model is the generator model ({lc.config.judge.model}): "
                   "self-judging; the run continues but the claim will be withheld "
                   "(--allow-self-judge or allow_self_judge: true silences this note)")
+    if no_wait and not batch:
+        from ..errors import UserError
+
+        raise UserError("--no-wait goes with --batch", field="--no-wait")
     if retry_errors and not resume:
         from ..errors import UserError
 
         raise UserError("--retry-errors goes with --resume", field="--retry-errors")
     res = run(lc, fixture, a_path, b_path, run_id=run_id, resume=resume, retry_errors=retry_errors,
-              progress=progress, max_cost_usd=max_cost, shard=shard)
+              progress=progress, max_cost_usd=max_cost, shard=shard, batch=batch,
+              wait=not no_wait)
     progress(f"{res.status}: {res.n_cases} cases, {res.provider_calls} provider calls, "
               f"{res.cache_hits} cache hits, {res.calls_per_case} LLM calls per case, "
               f"{res.seconds:.1f} s")

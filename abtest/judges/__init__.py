@@ -108,14 +108,22 @@ def pairwise(gateway, spec, case: Case, answer_a: str, answer_b: str, *, sample:
     """Blind, both orders: run 'AB' shows A first, run 'BA' shows B first; verdicts mapped back."""
     p = load_prompt("pairwise_v1")
     ctx = context_block(case.context)
+    from ..llm.batch import Deferred
+
     rows = []
+    deferred = None
     for subject, first, second, first_is in (("AB", answer_a, answer_b, "A"),
                                              ("BA", answer_b, answer_a, "B")):
         if subject not in orders:
             continue
-        call = ask_json(gateway, spec, p, {"question": case.question, "context": ctx,
-                                          "response_1": first, "response_2": second},
-                        PairwiseVerdict, purpose="judge:pairwise", case_id=case.id, sample=sample)
+        try:
+            call = ask_json(gateway, spec, p, {"question": case.question, "context": ctx,
+                                              "response_1": first, "response_2": second},
+                            PairwiseVerdict, purpose="judge:pairwise", case_id=case.id,
+                            sample=sample)
+        except Deferred as exc:   # both orders go into the same batch
+            deferred = exc
+            continue
         v = call.value
         mapped = None
         if v is not None:
@@ -124,6 +132,8 @@ def pairwise(gateway, spec, case: Case, answer_a: str, answer_b: str, *, sample:
         rows.append(_row(case, "pairwise", subject, call, verdict=mapped,
                          margin=v.margin if v else None, rationale=v.rationale if v else None,
                          result=v, prompt_sha=p.sha256, sample=sample))
+    if deferred is not None:
+        raise deferred
     return rows
 
 

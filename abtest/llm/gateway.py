@@ -362,8 +362,9 @@ class Gateway:
 
     def __init__(self, store, *, concurrency: int = 8, timeout_s: float = 120, max_retries: int = 6,
                  backoff_base_s: float = 0.5, backoff_max_s: float = 30.0, run_id: str | None = None,
-                 pinned: dict[str, str] | None = None, budget=None):
+                 pinned: dict[str, str] | None = None, budget=None, batch=None):
         self.store = store
+        self.batch = batch    # llm.batch.BatchQueue: calls it takes wait for a provider batch
         self.budget = budget  # llm.budget.Budget: every provider attempt is held against it
         self.sem = threading.BoundedSemaphore(concurrency)
         self.timeout_s = timeout_s
@@ -418,8 +419,21 @@ class Gateway:
             with self._stats_lock:
                 self.stats.cache_hits += 1
             return res
+        if self.batch is not None and self.batch.takes(spec, h):
+            self._defer(spec, messages, h, purpose, case_id, response_format, max_tokens)
         return self._call_with_retries(spec, messages, h, purpose=purpose, case_id=case_id,
                                        response_format=response_format, max_tokens=max_tokens)
+
+    def _defer(self, spec, messages, h, purpose, case_id, response_format, max_tokens):
+        """Queue the call for this pass's batch (its worst case held against the budget)."""
+        from .batch import Deferred, Request, request_body
+
+        if not self.batch.has(h):
+            kw = self._kwargs(spec, messages, response_format, max_tokens)
+            if self.budget is not None:   # held until the pass ends: the batch may cost it
+                self.budget.reserve(spec, kw["messages"], kw["max_tokens"])
+            self.batch.add(Request(h, spec, request_body(spec, kw), purpose, case_id))
+        raise Deferred(h)
 
     # -- internals ----------------------------------------------------------
     def _pin(self, requested: str, resolved: str | None) -> None:
@@ -431,17 +445,33 @@ class Gateway:
             raise ModelDriftError(f"model version drift: {requested} resolved to {prev!r} and then "
                                   f"to {resolved!r}; the comparison would not be like for like")
 
+    pin = _pin   # batch collection pins what a batch answered, as a single call does
+
+    def call_rows(self, res: LLMResult, spec: ModelSpec, purpose: str, case_id: str | None,
+                  attempt: int) -> tuple[dict, dict | None]:
+        """The call's llm_calls row, and its response_cache row when it succeeded."""
+        row = {"call_hash": res.call_hash, "run_id": self.run_id, "purpose": purpose,
+               "case_id": case_id, "model_requested": spec.model,
+               "model_resolved": res.model_resolved, "system_fingerprint": res.system_fingerprint,
+               "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
+               "cost": res.cost, "latency_ms": res.latency_ms, "error": res.error,
+               "attempt": attempt, "cached": res.cached, "model_detail": res.model_detail}
+        cache = None
+        if res.error is None and not res.cached:
+            cache = {"call_hash": res.call_hash, "model_requested": spec.model,
+                     "model_resolved": res.model_resolved,
+                     "system_fingerprint": res.system_fingerprint, "content": res.content,
+                     "prompt_tokens": res.prompt_tokens,
+                     "completion_tokens": res.completion_tokens, "cost": res.cost,
+                     "latency_ms": res.latency_ms}
+        return row, cache
+
     def _log(self, res: LLMResult, spec: ModelSpec, purpose: str, case_id: str | None,
-             attempt: int, cache: dict | None = None) -> None:
+             attempt: int) -> None:
         if self.store is None:
             return
-        self.store.log_call({
-            "call_hash": res.call_hash, "run_id": self.run_id, "purpose": purpose,
-            "case_id": case_id, "model_requested": spec.model, "model_resolved": res.model_resolved,
-            "system_fingerprint": res.system_fingerprint, "prompt_tokens": res.prompt_tokens,
-            "completion_tokens": res.completion_tokens, "cost": res.cost,
-            "latency_ms": res.latency_ms, "error": res.error, "attempt": attempt,
-            "cached": res.cached, "model_detail": res.model_detail}, cache=cache)
+        row, cache = self.call_rows(res, spec, purpose, case_id, attempt)
+        self.store.log_call(row, cache=cache)
 
     def _kwargs(self, spec: ModelSpec, messages, response_format, max_tokens) -> dict:
         kw = _aux_kwargs(spec, self.timeout_s)
@@ -514,15 +544,7 @@ class Gateway:
                                 call_hash=h,
                                 retryable=_retryable(litellm, exc), retry_after=_retry_after(exc))
             res.attempts = attempt_no
-            cache = None
-            if res.error is None:
-                cache = {"call_hash": h, "model_requested": spec.model,
-                         "model_resolved": res.model_resolved,
-                         "system_fingerprint": res.system_fingerprint, "content": res.content,
-                         "prompt_tokens": res.prompt_tokens,
-                         "completion_tokens": res.completion_tokens, "cost": res.cost,
-                         "latency_ms": res.latency_ms}
-            self._log(res, spec, purpose, case_id, attempt_no, cache=cache)
+            self._log(res, spec, purpose, case_id, attempt_no)
         return res
 
     def _wait(self, state) -> float:

@@ -159,3 +159,18 @@ def m006_run_summaries(con) -> None:
     CREATE TABLE IF NOT EXISTS run_summaries (
         run_id VARCHAR PRIMARY KEY, state VARCHAR NOT NULL, summary_json VARCHAR NOT NULL,
         created_at TIMESTAMP)""")
+
+
+@migration
+def m007_batches(con) -> None:
+    """`batches` and `batch_requests`: a run's provider batches (`abtest run --batch`), kept so
+    that the run survives its process over the batch window and `--resume` collects them."""
+    con.execute("""
+    CREATE TABLE IF NOT EXISTS batches (
+        batch_id VARCHAR PRIMARY KEY, run_id VARCHAR NOT NULL, model VARCHAR, api_base VARCHAR,
+        input_file_id VARCHAR, status VARCHAR NOT NULL, n_requests INTEGER, n_ok INTEGER,
+        n_failed INTEGER, note VARCHAR, created_at TIMESTAMP, collected_at TIMESTAMP)""")
+    con.execute("""
+    CREATE TABLE IF NOT EXISTS batch_requests (
+        batch_id VARCHAR NOT NULL, call_hash VARCHAR NOT NULL, run_id VARCHAR NOT NULL,
+        purpose VARCHAR, case_id VARCHAR, state VARCHAR NOT NULL, error VARCHAR)""")

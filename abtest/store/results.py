@@ -204,7 +204,7 @@ class Store:
              "checks": ("run_id", "case_id", "variant", "name"),
              "live_items": ("run_id", "case_id", "variant"),
              "review_items": ("run_id", "item_id"), "human_labels": ("run_id", "item_id", "reviewer"),
-             "run_summaries": ("run_id",)}
+             "run_summaries": ("run_id",), "batches": ("batch_id",)}
 
     def _op(self, table: str, row: dict[str, Any], *, replace: bool = False,
             ignore: bool = False) -> WriteOp:
@@ -463,6 +463,52 @@ class Store:
             if label not in out[r["model_requested"]]:
                 out[r["model_requested"]].append(label)
         return out
+
+    # -- provider batches (abtest run --batch; tables from m007_batches) ------------------
+    def put_batch(self, batch: dict[str, Any], requests: list[dict[str, Any]]) -> None:
+        """A submitted batch and the requests in it, in one write."""
+        batch = {**batch, "created_at": _now()}
+        self._write([self._op("batches", batch),
+                     *[self._op("batch_requests", {**r, "batch_id": batch["batch_id"],
+                                                   "run_id": batch["run_id"], "state": "pending"})
+                       for r in requests]])
+
+    def batches(self, run_id: str, *, pending: bool = False) -> list[dict[str, Any]]:
+        where = " AND collected_at IS NULL" if pending else ""
+        return self._rows(f"SELECT * FROM batches WHERE run_id = ?{where} ORDER BY created_at, "
+                          "batch_id", [run_id])
+
+    def batch_requests(self, batch_id: str) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM batch_requests WHERE batch_id = ?", [batch_id])
+
+    def failed_batch_hashes(self, run_id: str) -> set[str]:
+        """Requests a batch did not answer: the run makes them as single calls instead."""
+        return {r["call_hash"] for r in self._rows(
+            "SELECT DISTINCT call_hash FROM batch_requests WHERE run_id = ? AND state = 'failed'",
+            [run_id])}
+
+    def collect_batch(self, batch_id: str, status: str, calls: list[tuple[dict, dict]],
+                      failed: dict[str, str], note: str | None) -> None:
+        """A finished batch's answers (log row, cache row), its failures and its status, in one
+        write: a process that dies while collecting leaves the batch to be collected again."""
+        ops: list = []
+        for row, cache in calls:
+            ops += [self._cache_op(cache), self._op("llm_calls", {**row, "created_at": _now()})]
+        ok = [r["call_hash"] for r, _ in calls]
+        bad = sorted(failed.items())
+        n_ok, n_failed = len(ok), len(bad)
+
+        def mark(con) -> None:
+            if ok:
+                con.execute("UPDATE batch_requests SET state = 'ok' WHERE batch_id = ? AND "
+                            "list_contains(?, call_hash)", [batch_id, ok])
+            for h, err in bad:
+                con.execute("UPDATE batch_requests SET state = 'failed', error = ? WHERE "
+                            "batch_id = ? AND call_hash = ?", [err, batch_id, h])
+            con.execute("UPDATE batches SET status = ?, n_ok = ?, n_failed = ?, note = ?, "
+                        "collected_at = ? WHERE batch_id = ?",
+                        [status, n_ok, n_failed, note, _now(), batch_id])
+        self._write([*ops, mark])
 
     # -- human review -----------------------------------------------------
     def _upsert_many(self, table: str, rows: list[dict[str, Any]]) -> None:

@@ -1,0 +1,278 @@
+"""Provider batches (`abtest run --batch`): the same requests at about half the price.
+
+A batch run is a series of passes over the pipeline. In a pass the gateway answers what the
+response cache holds and defers every other call to an OpenAI-compatible model (`Deferred`
+stops that step of the case; nothing is stored for it); at the end of the pass the deferred
+requests go to the provider as one batch per model, and the batch ids are stored with the
+run. Collecting a finished batch writes each answer to the response cache and the call log,
+exactly as a single call would; the next pass then gets further (a judge needs the answers
+first), until a pass defers nothing. A process may die at any point between: `--resume`
+collects what the store says is out. A request the batch did not answer (a failed line, an
+expired or failed batch) is made as a single call in the next pass; if that fails too, the
+case is unfinished and the run incomplete (exit 3) — nothing is estimated.
+
+Calls to models without an OpenAI-compatible batch interface (the embedded model) are made
+directly, as without --batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import IncompleteError, UserError
+from ..models import ModelSpec
+
+ENDPOINT = "/v1/chat/completions"
+MAX_LINES = 50_000            # the OpenAI Batch API's limit per batch
+MAX_BYTES = 190 * 1024 ** 2   # and its 200 MB input file limit, with room to spare
+FINISHED = ("completed", "expired", "failed", "cancelled")
+
+
+class BatchPending(IncompleteError):
+    """The pass ended with requests out in provider batches."""
+
+
+class Deferred(Exception):
+    """This call waits for a batch: the step that needs it is retried in the next pass."""
+
+
+@dataclass
+class Request:
+    call_hash: str
+    spec: ModelSpec
+    body: dict
+    purpose: str
+    case_id: str | None
+
+
+def batchable(spec: ModelSpec) -> bool:
+    """True when litellm speaks to this model as OpenAI (hosted, or any compatible server)."""
+    from .gateway import LOCAL_PREFIX, _TEST_PROVIDERS, _litellm
+
+    if spec.model.startswith(LOCAL_PREFIX) or spec.model.split("/", 1)[0] in _TEST_PROVIDERS:
+        return False
+    try:
+        return _litellm().get_llm_provider(spec.model)[1] == "openai"
+    except Exception:
+        return False
+
+
+def request_body(spec: ModelSpec, kw: dict) -> dict:
+    """The JSON body a single call would send, for one line of the batch file."""
+    from .gateway import _litellm
+
+    model = _litellm().get_llm_provider(spec.model)[0]
+    skip = {"model", "timeout", "api_base", "api_key", "max_retries", "num_retries"}
+    return {"model": model, **{k: v for k, v in kw.items() if k not in skip}}
+
+
+class BatchQueue:
+    """The requests one pass defers, each once (identical calls share a hash)."""
+
+    def __init__(self, direct: set[str] | None = None):
+        self.direct = set(direct or ())   # hashes a batch did not answer: single calls now
+        self._items: dict[str, Request] = {}
+        self._lock = threading.Lock()
+        self._can: dict[tuple, bool] = {}
+
+    def takes(self, spec: ModelSpec, call_hash: str) -> bool:
+        if call_hash in self.direct:
+            return False
+        key = (spec.model, spec.api_base)
+        if key not in self._can:
+            self._can[key] = batchable(spec)
+        return self._can[key]
+
+    def has(self, call_hash: str) -> bool:
+        return call_hash in self._items
+
+    def add(self, req: Request) -> None:
+        with self._lock:
+            self._items.setdefault(req.call_hash, req)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def groups(self) -> dict[tuple, list[Request]]:
+        """Requests per (model, endpoint): each group becomes one or more batches."""
+        out: dict[tuple, list[Request]] = {}
+        for req in self._items.values():
+            out.setdefault((req.spec.model, req.spec.api_base, req.spec.api_key_env),
+                           []).append(req)
+        return out
+
+
+def _provider_kwargs(spec: ModelSpec) -> dict:
+    from .gateway import _aux_kwargs
+
+    kw = _aux_kwargs(spec, 120)
+    kw.pop("model")
+    return {"custom_llm_provider": "openai", **kw}
+
+
+def _chunks(reqs: list[Request]) -> list[list[bytes]]:
+    parts: list[list[bytes]] = [[]]
+    size = 0
+    for req in reqs:
+        line = (json.dumps({"custom_id": req.call_hash, "method": "POST", "url": ENDPOINT,
+                            "body": req.body}, ensure_ascii=False) + "\n").encode("utf-8")
+        if parts[-1] and (len(parts[-1]) >= MAX_LINES or size + len(line) > MAX_BYTES):
+            parts.append([])
+            size = 0
+        parts[-1].append(line)
+        size += len(line)
+    return parts
+
+
+def submit(store, run_id: str, queue: BatchQueue, progress: Callable[[str], None] | None
+           ) -> list[str]:
+    """Upload each group's requests and create its batch; every batch id is stored as soon as
+    the provider has it (a batch created but not stored would be paid for and never read)."""
+    from .gateway import _describe, _litellm
+
+    litellm = _litellm()
+    ids = []
+    for (model, api_base, _), reqs in queue.groups().items():
+        spec = reqs[0].spec
+        kw = _provider_kwargs(spec)
+        secret = os.environ.get(spec.api_key_env) if spec.api_key_env else None
+        by_hash = {r.call_hash: r for r in reqs}
+        for lines in _chunks(reqs):
+            try:
+                f = litellm.create_file(file=(f"abtest-{run_id}.jsonl", b"".join(lines),
+                                              "application/jsonl"), purpose="batch", **kw)
+                b = litellm.create_batch(completion_window="24h", endpoint=ENDPOINT,
+                                         input_file_id=f.id, metadata={"abtest_run": run_id},
+                                         **kw)
+            except Exception as exc:
+                raise IncompleteError(f"--batch: could not submit a batch to {model}: "
+                                      f"{_describe(exc, secret)}; finished work is kept") from None
+            hashes = [json.loads(x)["custom_id"] for x in lines]
+            store.put_batch({"batch_id": b.id, "run_id": run_id, "model": model,
+                             "api_base": api_base, "input_file_id": f.id, "status": b.status,
+                             "n_requests": len(lines)},
+                            [{"call_hash": h, "purpose": by_hash[h].purpose,
+                              "case_id": by_hash[h].case_id} for h in hashes])
+            ids.append(b.id)
+            if progress:
+                progress(f"batch {b.id}: {len(lines)} request(s) to {model} submitted")
+    return ids
+
+
+def _spec_of(batch: dict, specs: list[ModelSpec]) -> ModelSpec:
+    for spec in specs:
+        if spec.model == batch["model"] and spec.api_base == batch["api_base"]:
+            return spec
+    raise UserError(f"batch {batch['batch_id']} went to {batch['model']}"
+                    + (f" at {batch['api_base']}" if batch["api_base"] else "")
+                    + ", which this run's config no longer names; resume with the config it "
+                    "started with", field="--batch")
+
+
+def _lines(litellm, file_id: str | None, kw: dict) -> list[dict]:
+    if not file_id:
+        return []
+    data = litellm.file_content(file_id=file_id, **kw).content
+    return [json.loads(x) for x in data.decode("utf-8").splitlines() if x.strip()]
+
+
+def _line_error(line: dict) -> str:
+    err = line.get("error") or ((line.get("response") or {}).get("body") or {}).get("error") or {}
+    code = (line.get("response") or {}).get("status_code")
+    text = (err.get("code") or err.get("type") or "") + ": " + (err.get("message") or "")
+    return f"batch line failed{f' (HTTP {code})' if code else ''}: {text.strip(': ')}"[:300]
+
+
+def collect(gw, store, run_id: str, specs: list[ModelSpec], *, wait: bool, poll_s: float,
+            progress: Callable[[str], None] | None) -> list[dict]:
+    """Collect every finished batch of the run; with wait, poll until none is out. Returns
+    the batches still out (only when not waiting)."""
+    from .gateway import _describe, _litellm
+
+    litellm = _litellm()
+    said: dict[str, str] = {}
+    while True:
+        out = []
+        for batch in store.batches(run_id, pending=True):
+            spec = _spec_of(batch, specs)
+            kw = _provider_kwargs(spec)
+            try:
+                b = litellm.retrieve_batch(batch_id=batch["batch_id"], **kw)
+            except Exception as exc:
+                secret = os.environ.get(spec.api_key_env) if spec.api_key_env else None
+                raise IncompleteError(f"--batch: could not read batch {batch['batch_id']}: "
+                                      f"{_describe(exc, secret)}; `--resume --batch` tries "
+                                      "again") from None
+            if b.status not in FINISHED:
+                out.append(batch)
+                counts = getattr(b, "request_counts", None)
+                line = (f"batch {batch['batch_id']}: {b.status}"
+                        + (f", {counts.completed + counts.failed}/{counts.total} done"
+                           if counts and counts.total else ""))
+                if progress and said.get(batch["batch_id"]) != line:
+                    progress(line)
+                said[batch["batch_id"]] = line
+                continue
+            _collect_one(gw, store, batch, b, spec, litellm, kw, progress)
+        if not out or not wait:
+            return out
+        time.sleep(poll_s)
+
+
+def _collect_one(gw, store, batch: dict, b, spec: ModelSpec, litellm, kw: dict,
+                 progress) -> None:
+    from .gateway import _result_from
+
+    reqs = {r["call_hash"]: r for r in store.batch_requests(batch["batch_id"])}
+    calls, failed = [], {}
+    for line in _lines(litellm, b.output_file_id, kw) + _lines(litellm, b.error_file_id, kw):
+        h = line.get("custom_id")
+        if h not in reqs or h in failed or any(r["call_hash"] == h for r, _ in calls):
+            continue
+        resp = line.get("response") or {}
+        if line.get("error") or resp.get("status_code") != 200:
+            failed[h] = _line_error(line)
+            continue
+        res = _result_from(litellm, litellm.ModelResponse(**resp["body"]), h, None)
+        res.cost = batch_cost(litellm, spec, res.prompt_tokens, res.completion_tokens)
+        res.attempts = 1
+        if not res.content or not res.content.strip():
+            failed[h] = "batch line failed: empty content from provider"
+            continue
+        gw.pin(spec.model, res.model_resolved)
+        req = reqs[h]
+        row, cache = gw.call_rows(res, spec, req["purpose"], req["case_id"], attempt=1)
+        calls.append((row, cache))
+    for h in reqs:   # a request the provider returned no line for did not get an answer
+        if h not in failed and not any(r["call_hash"] == h for r, _ in calls):
+            failed[h] = f"batch {b.status} without an answer for this request"
+    note = None if b.status == "completed" else f"batch {b.status}"
+    store.collect_batch(batch["batch_id"], b.status, calls, failed, note)
+    if progress:
+        progress(f"batch {batch['batch_id']}: {b.status}; {len(calls)} answer(s) collected"
+                 + (f", {len(failed)} to be made as single calls" if failed else ""))
+
+
+def batch_cost(litellm, spec: ModelSpec, prompt_tokens, completion_tokens) -> float | None:
+    """A configured `price:` is what the user pays (give the batch price there); else
+    litellm's batch prices for the model (about half its regular ones)."""
+    from .budget import cost_of
+
+    if spec.price is not None or prompt_tokens is None or completion_tokens is None:
+        return cost_of(spec, prompt_tokens, completion_tokens)
+    try:
+        from litellm.cost_calculator import batch_cost_calculator
+        from litellm.types.utils import Usage
+
+        p, c = batch_cost_calculator(Usage(prompt_tokens=prompt_tokens,
+                                           completion_tokens=completion_tokens,
+                                           total_tokens=prompt_tokens + completion_tokens),
+                                     model=spec.model)
+        return float(p) + float(c)
+    except Exception:
+        return None
