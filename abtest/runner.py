@@ -308,7 +308,8 @@ def in_shard(case_id: str, shard: tuple[int, int]) -> bool:
 
 
 def start_run(lc: LoadedConfig, store, plan: RunPlan, *, run_id: str | None = None,
-              resume: bool = False, shard: tuple[int, int] | None = None) -> str:
+              resume: bool = False, shard: tuple[int, int] | None = None,
+              batch: bool = False) -> str:
     """Create the run row, or check that a resumed run still matches its inputs."""
     if run_id is not None:
         from .names import check_id
@@ -337,6 +338,12 @@ def start_run(lc: LoadedConfig, store, plan: RunPlan, *, run_id: str | None = No
             raise UserError(f"--resume: run {run_id} is "
                             + (f"shard {was[0]}/{was[1]}" if was else "not a shard")
                             + "; resume it with the same --shard", field="--shard")
+        out = store.batches(run_id, pending=True)
+        if out and not batch:
+            raise UserError(f"--resume: run {run_id} has {len(out)} batch(es) out at the "
+                            f"provider ({', '.join(b['batch_id'] for b in out)}); resume it "
+                            "with --batch, which collects them (without it they would be paid "
+                            "for and asked again)", field="--batch")
         store.update_run(run_id, status="running")
         return run_id
     run_id = run_id or new_run_id()
@@ -518,6 +525,11 @@ def errored_cases(store, run_id: str) -> set[str]:
     return store.errored_case_ids(run_id)
 
 
+def mark_incomplete(store, run_id: str) -> None:
+    store.update_run(run_id, status="incomplete",
+                     finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
+
+
 def pinned_and_spent(store, run_id: str) -> tuple[dict[str, str], float]:
     """The models the run's answers came from, and what its provider calls cost so far (a
     resumed run's budget counts what it already spent)."""
@@ -611,8 +623,7 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
     if cfg.judge_repeats and "pairwise" in cfg.judges and not n_waiting:
         _judge_repeats(gw, lc, store, run_id, plan, set(unfinished), progress)
     if drift:
-        store.update_run(run_id, status="incomplete", finished_at=datetime.now(timezone.utc)
-                         .replace(tzinfo=None))
+        mark_incomplete(store, run_id)
         raise IncompleteError(f"{drift[0]}; the run stops here, incomplete: start a new run once "
                               "the provider serves one version (pin a dated model name)")
     if budget is not None:
@@ -624,10 +635,13 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
     if gw.batch is not None and len(gw.batch):
         from .llm.batch import submit
 
-        batch_ids = submit(store, run_id, gw.batch, progress)
+        try:
+            batch_ids = submit(store, run_id, gw.batch, progress)
+        except IncompleteError:   # what was submitted is stored; --resume --batch collects it
+            mark_incomplete(store, run_id)
+            raise
     if budget is not None and budget.stopped:
-        store.update_run(run_id, status="incomplete", finished_at=datetime.now(timezone.utc)
-                         .replace(tzinfo=None))
+        mark_incomplete(store, run_id)
         out = f" ({len(batch_ids)} batch(es) already submitted are collected then)" \
             if batch_ids else ""
         raise IncompleteError(f"{budget.stopped}; finished work is kept: `abtest run --resume "
@@ -636,8 +650,7 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
     if batch_ids:
         from .llm.batch import BatchPending
 
-        store.update_run(run_id, status="incomplete", finished_at=datetime.now(timezone.utc)
-                         .replace(tzinfo=None))
+        mark_incomplete(store, run_id)
         raise BatchPending(f"waiting for {len(batch_ids)} batch(es) at the provider "
                            f"({', '.join(batch_ids)}; {len(gw.batch)} request(s)); `abtest run "
                            f"--run-id {run_id} --resume --batch` collects them and goes on")
@@ -669,9 +682,17 @@ def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: b
         from .llm.budget import Budget
 
         Budget(1.0).check_prices([plan.gen_a, plan.gen_b, plan.judge])  # before anything is stored
+    if batch:   # before anything is stored: which models batch, and do their endpoints
+        from .llm.batch import preflight
+
+        batched = preflight([plan.gen_a, plan.gen_b, plan.judge])
+        if progress:
+            progress("batch: calls to " + ", ".join(sorted({s.model for s in batched}))
+                     + " go in provider batches; other calls are made directly")
     store = Store(lc.store_path)
     try:
-        rid = start_run(lc, store, plan, run_id=run_id, resume=resume, shard=shard)
+        rid = start_run(lc, store, plan, run_id=run_id, resume=resume, shard=shard,
+                        batch=batch)
         if progress:
             progress(f"run {rid}: {len(plan.fixture)} cases, A={plan.a.name} B={plan.b.name}, "
                      f"generator {plan.gen_a.model}, judge {plan.judge.model}"
@@ -710,9 +731,11 @@ def _batch_passes(lc: LoadedConfig, store, plan: RunPlan, rid: str, *, skip: set
             out = collect(Gateway(store, run_id=rid, pinned=pinned), store, rid, specs,
                           wait=wait, poll_s=lc.config.batch_poll_s, progress=progress)
         except ModelDriftError as exc:
-            store.update_run(rid, status="incomplete",
-                             finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
+            mark_incomplete(store, rid)
             raise IncompleteError(f"{exc}; the run stops here, incomplete") from None
+        except (IncompleteError, UserError):
+            mark_incomplete(store, rid)
+            raise
         if out:
             store.update_run(rid, status="incomplete")
             raise BatchPending(f"waiting for {len(out)} batch(es) at the provider ("

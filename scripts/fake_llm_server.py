@@ -347,7 +347,7 @@ class FakeLLMServer:
                  deterministic_faults_by_hash: bool = False,
                  fault_embeddings: bool = False, verbose: bool = False, keep_alive: bool = False,
                  batch_seconds: float = 0.0, batch_expire: bool = False,
-                 batch_fail_first_n: int = 0):
+                 batch_fail_first_n: int = 0, batch_api: bool = True):
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("FakeLLMServer only binds to loopback")
         self.latency = float(latency)
@@ -379,6 +379,7 @@ class FakeLLMServer:
         self.batch_seconds = float(batch_seconds)
         self.batch_expire = batch_expire
         self.batch_fail_first_n = int(batch_fail_first_n)
+        self.batch_api = batch_api      # False: /v1/files and /v1/batches answer 404 (llama.cpp)
         self.files: dict[str, dict] = {}
         self.batches: dict[str, dict] = {}
 
@@ -721,6 +722,12 @@ class _Handler(BaseHTTPRequestHandler):
             mid = route[len("/models/"):]
             self._send(200, {"id": mid, "object": "model", "created": 0,
                              "owned_by": "fake-llm-server"})
+        elif not self.fake.batch_api and route.split("/")[1] in ("files", "batches"):
+            self._error(404, f"unknown path {self.path}", "invalid_request_error", "not_found")
+        elif route == "/batches":
+            batches = [e["batch"] for e in self.fake.batches.values()]
+            self._send(200, {"object": "list", "data": batches[::-1][:20], "has_more": False,
+                             "first_id": None, "last_id": None})
         elif route.startswith("/files/") or route.startswith("/batches/"):
             self._get_file_or_batch(route)
         elif route in ("", "/health", "/healthz"):
@@ -782,6 +789,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _post(self) -> None:
         self._arrived = time.monotonic()  # latency counts from here: replies leave at arrival + L
         route = self._route()
+        if route in ("/files", "/batches") and not self.fake.batch_api:
+            self._arrived = None
+            self._read_body()
+            self._error(404, f"unknown path {self.path}", "invalid_request_error", "not_found")
+            return
         if route == "/files":
             self._arrived = None
             self._upload()

@@ -195,3 +195,40 @@ def test_a_batch_run_holds_the_budget_and_bills_what_the_provider_reports(tmp_pa
     rep = _report(proj, "bb")
     assert rep["status"] == "complete"
     assert rep["calls"]["cost_usd"]["total"] == pytest.approx(_billed(store, "bb")[1], abs=1e-6)
+
+
+def test_a_waiting_run_says_so_and_is_not_resumed_without_batch(tmp_path):
+    with FakeLLMServer(max_seconds=300, batch_seconds=60) as srv:
+        proj = _batch_project(tmp_path, srv)
+        r = _abtest(proj, *RUN, "--run-id", "b5", "--batch", "--no-wait")
+        assert r.returncode == 3, r.stderr
+        bid = next(iter(srv.batches))
+        rep = _report(proj, "b5")
+        assert rep["status"] == "incomplete" and rep["metrics"] == {}
+        assert all(why == [f"waiting for provider batch {bid} (`abtest run --run-id b5 "
+                           "--resume --batch` collects it)"]
+                   for why in rep["unfinished_reasons"].values())
+        # resumed without --batch, the requests out in the batch would be paid for twice
+        n = len(srv.requests)
+        r = _abtest(proj, *RUN, "--run-id", "b5", "--resume")
+        assert r.returncode == 2 and f"has 1 batch(es) out at the provider ({bid})" in r.stderr
+        assert r.stderr.count("\n") == 1 and len(srv.requests) == n
+        assert _report(proj, "b5")["status"] == "incomplete"
+
+
+def test_an_endpoint_without_a_batch_api_is_refused_before_anything_is_stored(tmp_path):
+    with FakeLLMServer(max_seconds=300, batch_api=False) as srv:
+        proj = _batch_project(tmp_path, srv)
+        r = _abtest(proj, *RUN, "--run-id", "b6", "--batch")
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert "openai/fake-gen at http://127.0.0.1:" in r.stderr and "has no Batch API" in r.stderr
+        assert "sk-x-123456789" not in r.stderr
+        assert not [x for x in srv.requests if "chat" in x["path"]]
+    assert not (proj / "results" / "abtest.duckdb").exists()
+    # a run whose models have no OpenAI-compatible batch interface at all is refused too
+    other = "{model: anthropic/claude-3-5-haiku-20241022, api_key_env: FAKE_LLM_KEY}"
+    (proj / "abtest.yaml").write_text(f"generator: {other}\njudge: {other}\n"
+                                      "store: results/abtest.duckdb\n")
+    r = _abtest(proj, *RUN, "--batch", "--allow-self-judge")
+    assert r.returncode == 2 and "no model of this run has an OpenAI-compatible Batch API" \
+        in r.stderr, r.stderr

@@ -164,6 +164,35 @@ def submit(store, run_id: str, queue: BatchQueue, progress: Callable[[str], None
     return ids
 
 
+def preflight(specs: list[ModelSpec]) -> list[ModelSpec]:
+    """Before anything is stored: the models whose calls will be batched, each endpoint asked
+    once whether it has a Batch API (a local OpenAI-compatible server often has none)."""
+    from .gateway import _describe, _litellm
+
+    seen, out = set(), []
+    for spec in specs:
+        key = (spec.model, spec.api_base)
+        if key in seen or not batchable(spec):
+            continue
+        seen.add(key)
+        out.append(spec)
+        try:
+            _litellm().list_batches(limit=1, **_provider_kwargs(spec))
+        except Exception as exc:
+            where = f"{spec.model}" + (f" at {spec.api_base}" if spec.api_base else "")
+            secret = os.environ.get(spec.api_key_env) if spec.api_key_env else None
+            if getattr(exc, "status_code", None) in (404, 405, 501):
+                raise UserError(f"--batch: {where} has no Batch API ({_describe(exc, secret)}); "
+                                "run without --batch", field="--batch") from None
+            raise IncompleteError(f"--batch: could not reach the Batch API of {where}: "
+                                  f"{_describe(exc, secret)}") from None
+    if not out:
+        raise UserError("--batch: no model of this run has an OpenAI-compatible Batch API ("
+                        + ", ".join(sorted({s.model for s in specs})) + "); run without --batch",
+                        field="--batch")
+    return out
+
+
 def _spec_of(batch: dict, specs: list[ModelSpec]) -> ModelSpec:
     for spec in specs:
         if spec.model == batch["model"] and spec.api_base == batch["api_base"]:

@@ -108,6 +108,7 @@ def _build_report(store, run_id: str, config=None) -> dict:
     shard = info.get("shard")
     not_started_reason = (f"in another shard (this run is shard {shard[0]}/{shard[1]}; "
                           "`abtest merge` the shards)" if shard else "not started")
+    waiting = store.waiting_cases(run["run_id"]) if unfinished else {}
     models = _models(store, run)
     self_judge = bool(info.get("self_judge")) or bool(
         set(models["generator"]["resolved"]) & set(models["judge"]["resolved"]))
@@ -132,8 +133,10 @@ def _build_report(store, run_id: str, config=None) -> dict:
         "status": status, "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "created_at": _plain(run["created_at"]), "n_cases": len(all_ids),
         "n_finished": len(finished), "unfinished_cases": unfinished,
-        "unfinished_reasons": {cid: (errors_by_case.get(cid) or [not_started_reason])[:3]
-                               for cid in unfinished},
+        "unfinished_reasons": {cid: (errors_by_case.get(cid) or (
+            [f"waiting for provider batch {waiting[cid]} (`abtest run --run-id "
+             f"{run['run_id']} --resume --batch` collects it)"] if cid in waiting
+            else [not_started_reason]))[:3] for cid in unfinished},
         "fixture": {"name": run["fixture_name"], "corpus_version": run["corpus_version"],
                     "cases_sha256": run["fixture_sha256"], "retriever": run["retriever"],
                     **_fixture_schedule(run)},

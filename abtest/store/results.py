@@ -481,6 +481,15 @@ class Store:
     def batch_requests(self, batch_id: str) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM batch_requests WHERE batch_id = ?", [batch_id])
 
+    def waiting_cases(self, run_id: str) -> dict[str, str]:
+        """Case id -> the batch still out with a request of that case."""
+        if not self.has_table("batch_requests"):
+            return {}
+        return {r["case_id"]: r["batch_id"] for r in self._rows(
+            "SELECT r.case_id, min(r.batch_id) AS batch_id FROM batch_requests r JOIN batches b "
+            "USING (batch_id) WHERE r.run_id = ? AND b.collected_at IS NULL AND r.case_id IS "
+            "NOT NULL GROUP BY r.case_id", [run_id])}
+
     def failed_batch_hashes(self, run_id: str) -> set[str]:
         """Requests a batch did not answer: the run makes them as single calls instead."""
         return {r["call_hash"] for r in self._rows(
@@ -554,11 +563,15 @@ class Store:
         self._upsert_many("run_summaries", [{"run_id": run_id, "state": state,
                                              "summary_json": json.dumps(summary)}])
 
+    def has_table(self, name: str) -> bool:
+        """False for a table a newer migration adds, on an older store opened read-only."""
+        return bool(self._rows("SELECT 1 AS x FROM duckdb_tables() WHERE table_name = ? AND "
+                               "schema_name = 'main'", [name]))
+
     def run_summaries(self) -> dict[str, dict[str, Any]]:
         """Stored summaries by run id, each with the state it was built from ({} on a store
         written by an abtest from before they existed, opened read-only)."""
-        if not self._rows("SELECT 1 AS x FROM duckdb_tables() WHERE table_name = 'run_summaries' "
-                          "AND schema_name = 'main'"):
+        if not self.has_table("run_summaries"):
             return {}
         return {r["run_id"]: {"state": r["state"], **json.loads(r["summary_json"])}
                 for r in self._rows("SELECT run_id, state, summary_json FROM run_summaries")}
