@@ -598,6 +598,7 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
                 case = pending.pop(fut)
+                waiting = False
                 try:
                     oc = fut.result()
                 except ModelDriftError as exc:
@@ -606,7 +607,7 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
                 except BudgetExceeded as exc:
                     oc = CaseOutcome(case.id, [str(exc)])
                 except Deferred:   # waits for this pass's batch: neither done nor unfinished
-                    oc = CaseOutcome(case.id)
+                    oc, waiting = CaseOutcome(case.id), True
                     n_waiting += 1
                 # after drift no new case starts (its answers would not compare), nor after
                 # the budget stopped a call
@@ -617,7 +618,7 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
                     unfinished.append(case.id)
                 if progress:
                     status = "ok" if not oc.errors else f"INCOMPLETE ({oc.errors[0][:80]})"
-                    if fut.exception() is not None and isinstance(fut.exception(), Deferred):
+                    if waiting:
                         status = "waiting for a batch"
                     progress(f"[{done}/{n_todo}] {case.id}: {status}")
     if cfg.judge_repeats and "pairwise" in cfg.judges and not n_waiting:

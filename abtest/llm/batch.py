@@ -18,7 +18,6 @@ directly, as without --batch.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -115,8 +114,9 @@ def _provider_kwargs(spec: ModelSpec) -> dict:
     return {"custom_llm_provider": "openai", **kw}
 
 
-def _chunks(reqs: list[Request]) -> list[list[bytes]]:
-    parts: list[list[bytes]] = [[]]
+def _chunks(reqs: list[Request]) -> list[list[tuple[Request, bytes]]]:
+    """Each request with its line of the batch file, in files within the API's limits."""
+    parts: list[list[tuple[Request, bytes]]] = [[]]
     size = 0
     for req in reqs:
         line = (json.dumps({"custom_id": req.call_hash, "method": "POST", "url": ENDPOINT,
@@ -124,7 +124,7 @@ def _chunks(reqs: list[Request]) -> list[list[bytes]]:
         if parts[-1] and (len(parts[-1]) >= MAX_LINES or size + len(line) > MAX_BYTES):
             parts.append([])
             size = 0
-        parts[-1].append(line)
+        parts[-1].append((req, line))
         size += len(line)
     return parts
 
@@ -133,41 +133,40 @@ def submit(store, run_id: str, queue: BatchQueue, progress: Callable[[str], None
            ) -> list[str]:
     """Upload each group's requests and create its batch; every batch id is stored as soon as
     the provider has it (a batch created but not stored would be paid for and never read)."""
-    from .gateway import _describe, _litellm
+    from .gateway import _describe_for, _litellm
 
     litellm = _litellm()
     ids = []
     for (model, api_base, _), reqs in queue.groups().items():
         spec = reqs[0].spec
         kw = _provider_kwargs(spec)
-        secret = os.environ.get(spec.api_key_env) if spec.api_key_env else None
-        by_hash = {r.call_hash: r for r in reqs}
-        for lines in _chunks(reqs):
+        for part in _chunks(reqs):
+            data = b"".join(line for _, line in part)
             try:
-                f = litellm.create_file(file=(f"abtest-{run_id}.jsonl", b"".join(lines),
+                f = litellm.create_file(file=(f"abtest-{run_id}.jsonl", data,
                                               "application/jsonl"), purpose="batch", **kw)
                 b = litellm.create_batch(completion_window="24h", endpoint=ENDPOINT,
                                          input_file_id=f.id, metadata={"abtest_run": run_id},
                                          **kw)
             except Exception as exc:
                 raise IncompleteError(f"--batch: could not submit a batch to {model}: "
-                                      f"{_describe(exc, secret)}; finished work is kept") from None
-            hashes = [json.loads(x)["custom_id"] for x in lines]
+                                      f"{_describe_for(spec, exc)}; finished work is kept"
+                                      ) from None
             store.put_batch({"batch_id": b.id, "run_id": run_id, "model": model,
                              "api_base": api_base, "input_file_id": f.id, "status": b.status,
-                             "n_requests": len(lines)},
-                            [{"call_hash": h, "purpose": by_hash[h].purpose,
-                              "case_id": by_hash[h].case_id} for h in hashes])
+                             "n_requests": len(part)},
+                            [{"call_hash": r.call_hash, "purpose": r.purpose,
+                              "case_id": r.case_id} for r, _ in part])
             ids.append(b.id)
             if progress:
-                progress(f"batch {b.id}: {len(lines)} request(s) to {model} submitted")
+                progress(f"batch {b.id}: {len(part)} request(s) to {model} submitted")
     return ids
 
 
 def preflight(specs: list[ModelSpec]) -> list[ModelSpec]:
     """Before anything is stored: the models whose calls will be batched, each endpoint asked
     once whether it has a Batch API (a local OpenAI-compatible server often has none)."""
-    from .gateway import _describe, _litellm
+    from .gateway import _describe_for, _litellm
 
     seen, out = set(), []
     for spec in specs:
@@ -180,12 +179,12 @@ def preflight(specs: list[ModelSpec]) -> list[ModelSpec]:
             _litellm().list_batches(limit=1, **_provider_kwargs(spec))
         except Exception as exc:
             where = f"{spec.model}" + (f" at {spec.api_base}" if spec.api_base else "")
-            secret = os.environ.get(spec.api_key_env) if spec.api_key_env else None
             if getattr(exc, "status_code", None) in (404, 405, 501):
-                raise UserError(f"--batch: {where} has no Batch API ({_describe(exc, secret)}); "
-                                "run without --batch", field="--batch") from None
+                raise UserError(f"--batch: {where} has no Batch API ("
+                                f"{_describe_for(spec, exc)}); run without --batch",
+                                field="--batch") from None
             raise IncompleteError(f"--batch: could not reach the Batch API of {where}: "
-                                  f"{_describe(exc, secret)}") from None
+                                  f"{_describe_for(spec, exc)}") from None
     if not out:
         raise UserError("--batch: no model of this run has an OpenAI-compatible Batch API ("
                         + ", ".join(sorted({s.model for s in specs})) + "); run without --batch",
@@ -221,7 +220,7 @@ def collect(gw, store, run_id: str, specs: list[ModelSpec], *, wait: bool, poll_
             progress: Callable[[str], None] | None) -> list[dict]:
     """Collect every finished batch of the run; with wait, poll until none is out. Returns
     the batches still out (only when not waiting)."""
-    from .gateway import _describe, _litellm
+    from .gateway import _describe_for, _litellm
 
     litellm = _litellm()
     said: dict[str, str] = {}
@@ -233,9 +232,8 @@ def collect(gw, store, run_id: str, specs: list[ModelSpec], *, wait: bool, poll_
             try:
                 b = litellm.retrieve_batch(batch_id=batch["batch_id"], **kw)
             except Exception as exc:
-                secret = os.environ.get(spec.api_key_env) if spec.api_key_env else None
                 raise IncompleteError(f"--batch: could not read batch {batch['batch_id']}: "
-                                      f"{_describe(exc, secret)}; `--resume --batch` tries "
+                                      f"{_describe_for(spec, exc)}; `--resume --batch` tries "
                                       "again") from None
             if b.status not in FINISHED:
                 out.append(batch)
@@ -258,10 +256,10 @@ def _collect_one(gw, store, batch: dict, b, spec: ModelSpec, litellm, kw: dict,
     from .gateway import _result_from
 
     reqs = {r["call_hash"]: r for r in store.batch_requests(batch["batch_id"])}
-    calls, failed = [], {}
+    calls, failed, answered = [], {}, set()
     for line in _lines(litellm, b.output_file_id, kw) + _lines(litellm, b.error_file_id, kw):
         h = line.get("custom_id")
-        if h not in reqs or h in failed or any(r["call_hash"] == h for r, _ in calls):
+        if h not in reqs or h in failed or h in answered:
             continue
         resp = line.get("response") or {}
         if line.get("error") or resp.get("status_code") != 200:
@@ -277,8 +275,9 @@ def _collect_one(gw, store, batch: dict, b, spec: ModelSpec, litellm, kw: dict,
         req = reqs[h]
         row, cache = gw.call_rows(res, spec, req["purpose"], req["case_id"], attempt=1)
         calls.append((row, cache))
+        answered.add(h)
     for h in reqs:   # a request the provider returned no line for did not get an answer
-        if h not in failed and not any(r["call_hash"] == h for r, _ in calls):
+        if h not in failed and h not in answered:
             failed[h] = f"batch {b.status} without an answer for this request"
     note = None if b.status == "completed" else f"batch {b.status}"
     store.collect_batch(batch["batch_id"], b.status, calls, failed, note)

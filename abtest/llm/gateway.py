@@ -539,8 +539,7 @@ class Gateway:
                 if not res.content or not res.content.strip():
                     res.error, res.retryable = "empty content from provider", True
             else:
-                secret = os.environ.get(spec.api_key_env) if spec.api_key_env else None
-                res = LLMResult(content=None, error=_describe(exc, secret), latency_ms=latency,
+                res = LLMResult(content=None, error=_describe_for(spec, exc), latency_ms=latency,
                                 call_hash=h,
                                 retryable=_retryable(litellm, exc), retry_after=_retry_after(exc))
             res.attempts = attempt_no
@@ -636,6 +635,11 @@ def _describe(exc: Exception, secret: str | None = None) -> str:
     for value in sorted(set(secrets), key=len, reverse=True):
         text = text.replace(value, "***")
     return text[:300]
+
+
+def _describe_for(spec: ModelSpec, exc: Exception) -> str:
+    """`_describe` with this model's own key masked, whatever its variable is called."""
+    return _describe(exc, os.environ.get(spec.api_key_env) if spec.api_key_env else None)
 
 
 def _retryable(litellm, exc: Exception) -> bool:

@@ -204,7 +204,7 @@ class Store:
              "checks": ("run_id", "case_id", "variant", "name"),
              "live_items": ("run_id", "case_id", "variant"),
              "review_items": ("run_id", "item_id"), "human_labels": ("run_id", "item_id", "reviewer"),
-             "run_summaries": ("run_id",), "batches": ("batch_id",)}
+             "run_summaries": ("run_id",)}
 
     def _op(self, table: str, row: dict[str, Any], *, replace: bool = False,
             ignore: bool = False) -> WriteOp:
@@ -511,9 +511,11 @@ class Store:
             if ok:
                 con.execute("UPDATE batch_requests SET state = 'ok' WHERE batch_id = ? AND "
                             "list_contains(?, call_hash)", [batch_id, ok])
-            for h, err in bad:
-                con.execute("UPDATE batch_requests SET state = 'failed', error = ? WHERE "
-                            "batch_id = ? AND call_hash = ?", [err, batch_id, h])
+            if bad:   # one statement, not one per request (an expired batch: thousands)
+                con.execute("UPDATE batch_requests SET state = 'failed', error = f.err FROM "
+                            "(SELECT unnest(?) AS h, unnest(?) AS err) f WHERE batch_id = ? "
+                            "AND call_hash = f.h", [[h for h, _ in bad], [e for _, e in bad],
+                                                    batch_id])
             con.execute("UPDATE batches SET status = ?, n_ok = ?, n_failed = ?, note = ?, "
                         "collected_at = ? WHERE batch_id = ?",
                         [status, n_ok, n_failed, note, _now(), batch_id])
