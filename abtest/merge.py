@@ -21,7 +21,7 @@ SAME = ("fixture_sha256", "variant_a_sha256", "variant_b_sha256", "generator_mod
         "judge_model", "comparison_kind")
 # settings that change how a machine runs, never what a run measures
 OPERATIONAL = ("store", "concurrency", "timeout_s", "max_retries", "retry_backoff_s",
-               "max_cost_usd", "retriever")
+               "max_cost_usd", "batch_poll_s", "retriever")
 
 
 def _measured(config_json: str | None) -> dict:
