@@ -110,8 +110,11 @@ def _spec_for(lc: LoadedConfig, lv: LoadedVariant, override: str | None = None) 
 
 
 def plan_run(lc: LoadedConfig, fixture_path, a_path, b_path, *, count_tokens: bool = True,
-             models: tuple[str | None, str | None] = (None, None)) -> RunPlan:
-    """Load and verify inputs; detect a pipeline change before spending anything."""
+             models: tuple[str | None, str | None] = (None, None),
+             needs: list[str] | None = None) -> RunPlan:
+    """Load and verify inputs; detect a pipeline change before spending anything.
+    With `needs` (a dry run), what a model would still need to answer (weights, a key) is
+    listed there instead of stopping: a plan makes no model call."""
     from .llm import check_credentials
 
     cfg = lc.config
@@ -125,7 +128,15 @@ def plan_run(lc: LoadedConfig, fixture_path, a_path, b_path, *, count_tokens: bo
     check_context_template(cfg.context_template, file=str(lc.path or "abtest.yaml"))
     gen_a, gen_b = _spec_for(lc, a, models[0]), _spec_for(lc, b, models[1])
     for where, spec in (("generator", gen_a), ("generator", gen_b), ("judge", cfg.judge)):
-        check_credentials(spec, where=where)
+        if needs is None:
+            check_credentials(spec, where=where)
+            continue
+        try:
+            check_credentials(spec, where=where)
+        except UserError as exc:
+            line = f"{where} {spec.model}: {exc.line()}"
+            if line not in needs:
+                needs.append(line)
     reasons: list[str] = []
     tpl_a = a.variant.context_template or cfg.context_template
     tpl_b = b.variant.context_template or cfg.context_template
@@ -201,9 +212,11 @@ class _Budget:
                 f"max_tokens; counted with {self.method}), so a chunk would be cut or dropped")
 
 
-def dry_run(lc: LoadedConfig, plan: RunPlan, max_cost_usd: float | None = None) -> dict:
-    """What the run would cost, before spending anything."""
-    from .llm import estimate_cost
+def dry_run(lc: LoadedConfig, plan: RunPlan, max_cost_usd: float | None = None,
+            needs: list[str] | None = None) -> dict:
+    """What the run would cost, and what it would still need, before spending anything or
+    calling any model (`needs`: the pre-flight's lines from `plan_run`)."""
+    from .llm import estimate_cost, provider_keys_missing
 
     n = len(plan.fixture)
     judges = lc.config.judges
@@ -242,6 +255,13 @@ def dry_run(lc: LoadedConfig, plan: RunPlan, max_cost_usd: float | None = None) 
         "generator": priced(plan.gen_a, tok_a + tok_b, 2 * n * plan.gen_a.max_tokens),
         "judge": priced(plan.judge, judge_prompt_tokens, judge_calls * 150)}
     budget = max_cost_usd if max_cost_usd is not None else lc.config.max_cost_usd
+    needs = list(needs or [])
+    for where, spec in (("generator", plan.gen_a), ("generator", plan.gen_b),
+                        ("judge", plan.judge)):
+        for key in provider_keys_missing(spec):
+            line = f"{where} {spec.model}: environment variable {key} is not set (its API key)"
+            if line not in needs:
+                needs.append(line)
     total = (None if any(v is None for v in costs.values())
              else round(sum(costs.values()), 6))
     return {"cases": n, "provider_calls": {"generator": gen_calls,
@@ -258,7 +278,8 @@ def dry_run(lc: LoadedConfig, plan: RunPlan, max_cost_usd: float | None = None) 
             "note": "upper bounds before caching; cached calls cost nothing; cost is null where "
                     "litellm does not know the model's price",
             "comparison_kind": plan.comparison_kind, "pipeline_reasons": plan.pipeline_reasons,
-            "claim_minimum_n": claim_minimum_n(lc, plan)}
+            "claim_minimum_n": claim_minimum_n(lc, plan),
+            "needs": needs, "ready": not needs}
 
 
 def stale_note(fixture) -> str | None:

@@ -88,9 +88,13 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
         from ..errors import UserError
 
         raise UserError("--b is required (or --models m1,m2 for a model comparison)", field="--b")
-    if dry_run:
-        click.echo(json.dumps(do_dry(lc, plan_run(lc, fixture, a_path, b_path), max_cost),
-                              indent=2))
+    if dry_run:   # no model call: what a real run would still need is listed, not refused
+        needs: list[str] = []
+        plan = plan_run(lc, fixture, a_path, b_path, needs=needs)
+        out = do_dry(lc, plan, max_cost, needs)
+        for line in out["needs"]:
+            progress(f"a real run would need: {line}")
+        click.echo(json.dumps(out, indent=2))
         return
     gen_models = {lc.config.generator.model}
     if lc.config.judge.model in gen_models and not lc.config.allow_self_judge:
