@@ -188,22 +188,38 @@ class GoldenFile:
     path: Path
     items: list[dict]
     wrapper: dict | None = None  # {"questions": [...], ...} files keep their other keys
-    fmt: str = "json"            # "json" or "jsonl"
+    fmt: str = "json"            # "json", "jsonl" or "csv"
+    # a CSV's header and each row's cells as read, so that a write changes only what changed
+    csv_header: list[str] | None = None
+    csv_cells: list[tuple[dict, dict]] | None = None   # (cells as text, values as read)
 
 
 def read_golden(path: str | os.PathLike, *, missing_ok: bool = False) -> GoldenFile:
-    """Read and validate a golden file (JSON list, {"questions": [...]}, or JSONL)."""
-    from .jsonl import read_jsonl
+    """Read and validate a golden file (JSON list, {"questions": [...]}, JSONL, or CSV)."""
+    from .jsonl import csv_header, is_csv, read_records
 
     path = Path(path)
-    fmt = "jsonl" if path.suffix.lower() == ".jsonl" else "json"
+    fmt = "csv" if is_csv(path) else "jsonl" if path.suffix.lower() == ".jsonl" else "json"
     if not path.exists():
         if missing_ok:
             return GoldenFile(path, [], None, fmt)
         raise UserError("golden file not found", file=str(path))
     wrapper = None
-    if fmt == "jsonl":
-        rows = [(f"line {n}", obj) for n, obj in read_jsonl(path)]
+    if fmt == "csv":
+        from .fixtures.capture import QUESTION_LISTS, ROW_BOOLS
+
+        rows = list(read_records(path, "a golden CSV", list_fields=QUESTION_LISTS,
+                                 bool_fields=ROW_BOOLS))
+        texts = list(read_records(path, "a golden CSV"))
+        items = [obj for obj, _ in validate_question_rows(rows, path)]
+        return GoldenFile(path, items, None, fmt, csv_header(path),
+                          [(t, dict(v)) for (_, t), (_, v) in zip(texts, rows)])
+    if fmt == "jsonl":   # JSON Lines, or what else the one reader takes (a JSON array)
+        rows = list(read_records(path, "a golden JSONL file"))
+        if rows and not rows[0][0].startswith("line "):
+            fmt = "json"
+        items = [obj for obj, _ in validate_question_rows(rows, path)]
+        return GoldenFile(path, items, None, fmt)
     else:
         text = _read_text(path)
         if not text.strip():
@@ -227,10 +243,39 @@ def read_golden(path: str | os.PathLike, *, missing_ok: bool = False) -> GoldenF
 def write_golden(gf: GoldenFile) -> Path:
     from .jsonl import atomic_write_text, write_jsonl
 
+    if gf.fmt == "csv":
+        return atomic_write_text(gf.path, _golden_csv(gf))
     if gf.fmt == "jsonl":
         return write_jsonl(gf.path, gf.items)
     data: Any = gf.items if gf.wrapper is None else {**gf.wrapper, "questions": gf.items}
     return atomic_write_text(gf.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def _golden_csv(gf: GoldenFile) -> str:
+    """The CSV again: a cell whose value did not change keeps its text byte for byte; a
+    changed or new one is written as JSON (lists) or true/false."""
+    import csv
+    import io
+
+    def cell(v: Any) -> str:
+        if v is None:
+            return ""
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        return json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else str(v)
+
+    header = list(gf.csv_header or [])
+    for it in gf.items:
+        header += [k for k in it if k not in header]
+    old = gf.csv_cells or []
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    for i, it in enumerate(gf.items):
+        texts, values = old[i] if i < len(old) else ({}, {})
+        w.writerow([texts.get(k, "") if k in values and values[k] == it.get(k)
+                    else cell(it.get(k)) for k in header])
+    return buf.getvalue()
 
 
 def is_draft_fixture(cases: Iterable[Any]) -> bool:

@@ -13,16 +13,16 @@ from typing import Callable
 
 from .config import LoadedConfig
 from .errors import IncompleteError, UserError
-from .jsonl import read_jsonl
+from .jsonl import read_records
 from .models import Case, Chunk
 
 
-def _rows(path: Path, required: tuple[str, ...], limit: int | None) -> list[tuple[int, dict]]:
+def _rows(path: Path, required: tuple[str, ...], limit: int | None) -> list[tuple[str, dict]]:
     rows = []
-    for n, obj in read_jsonl(path):
+    for n, obj in read_records(path):
         for f in required:
             if f not in obj or obj[f] in (None, ""):
-                raise UserError("required field is missing", file=str(path), where=f"line {n}", field=f)
+                raise UserError("required field is missing", file=str(path), where=n, field=f)
         rows.append((n, obj))
         if limit and len(rows) >= limit:
             break
@@ -64,7 +64,7 @@ def check_pairwise(lc: LoadedConfig, data: str | Path, *, limit: int | None = No
     rows = _rows(path, ("id", "input", "output_1", "output_2", "label"), limit)
     for n, r in rows:
         if str(r["label"]) not in ("1", "2"):
-            raise UserError("label must be 1 or 2", file=str(path), where=f"line {n}", field="label")
+            raise UserError("label must be 1 or 2", file=str(path), where=n, field="label")
     store, gw = _gateway(lc)
     try:
         def one(item):
@@ -108,7 +108,7 @@ def check_faithfulness(lc: LoadedConfig, data: str | Path, *, limit: int | None 
     for n, r in rows:
         if r["label"] not in ("consistent", "hallucinated"):
             raise UserError("label must be 'consistent' or 'hallucinated'", file=str(path),
-                            where=f"line {n}", field="label")
+                            where=n, field="label")
     store, gw = _gateway(lc)
     try:
         def one(item):

@@ -19,8 +19,13 @@ class Strict(BaseModel):
 class Chunk(Strict):
     id: str = Field(min_length=1)
     text: str = Field(min_length=1, description="verbatim chunk text; data, never instructions")
-    title: str | None = None
-    metadata: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = Field(default=None, description=(
+        "what the source said about the chunk besides id, text and score (its `metadata`, "
+        "`title`, other fields), verbatim; sealed, shown to a model only by a context "
+        "template that names it"))
+    title: str | None = Field(default=None, description="older fixtures; imports write meta")
+    metadata: dict[str, Any] | None = Field(default=None, description="older fixtures; "
+                                            "imports write meta")
 
     @field_validator("id")
     @classmethod

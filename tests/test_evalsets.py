@@ -53,8 +53,11 @@ def test_a_ragas_file_is_both_the_questions_and_the_capture(tmp_path, monkeypatc
     r = CliRunner().invoke(cli, ["capture", "ragas.jsonl", "--retriever", "jsonl:ragas.jsonl",
                                  "--out", "fixtures/ragas", "--corpus-version", "kb-1"])
     assert r.exit_code == 0, r.stderr
-    assert "ignoring fields not used by fixtures: answer, contexts, response, retrieved_contexts" \
-        in r.stderr
+    # the contexts are imported (this file is the capture input): only the recorded answers
+    # are not, and the line says why
+    said = [line for line in r.stderr.splitlines() if "not imported" in line]
+    assert said == ["abtest: ragas.jsonl: not imported (a fixture has no place for them): "
+                    "answer, response (the answer the app gave; abtest generates A's and B's)"]
     cases = _cases(p, "ragas")
     q1, q3 = "How long do API keys last?", "Can a deleted project be restored?"
     assert sorted(cases) == sorted(_id("r", q) for q in (q1, "Where is customer data stored?", q3))
@@ -96,10 +99,14 @@ def test_a_promptfoo_file_maps_its_asserts_and_lists_the_rest(tmp_path, monkeypa
     assert rep["status"] == "complete" and rep["n_finished"] == 2
 
 
-def test_a_promptfoo_file_that_points_elsewhere_is_refused(tmp_path, monkeypatch):
+def test_a_promptfoo_reference_to_a_missing_file_is_one_line(tmp_path, monkeypatch):
     p = _project(tmp_path, monkeypatch)
-    (p / "pf.yaml").write_text("tests: file://tests.csv\n")
-    r = CliRunner().invoke(cli, ["capture", "pf.yaml", "--retriever", "jsonl:contexts.jsonl",
+    (p / "sub").mkdir()
+    (p / "sub" / "pf.yaml").write_text("tests: file://tests.csv\n")
+    r = CliRunner().invoke(cli, ["capture", "sub/pf.yaml", "--retriever", "jsonl:contexts.jsonl",
                                  "--out", "fixtures/x"])
-    assert r.exit_code == 2 and "points at another file" in r.stderr
+    assert r.exit_code == 2, r.stderr
+    # looked for beside the config, as promptfoo does, not in the working directory
+    assert "sub/pf.yaml: field 'tests': 'file://tests.csv': file not found (looked for " \
+           "sub/tests.csv)" in r.stderr
     assert r.stderr.count("\n") == 1 and not (p / "fixtures" / "x").exists()

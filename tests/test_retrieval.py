@@ -239,15 +239,15 @@ def test_lowercase_operators_are_words():
     (['{"id": "a", "text": "x"}', '{"id": "a", "text": "y"}'], 2, "id"),
     (['{"id": "a", "text": "x", "url": "u"}'], 1, "url"),
     (['{"id": 3, "text": "x"}'], 1, "id"),
-    (['[1, 2]'], 1, None),
+    (['[1, 2]'], "item 0 (line 1)", None),    # a JSON array is read; its items must be rows
 ])
 def test_bad_corpus_rows(tmp_path, lines, line, field):
     corpus = write_jsonl(tmp_path / "c.jsonl", lines)
     out = tmp_path / "out" / "index.duckdb"
     with pytest.raises(UserError) as ei:
         build_index(corpus, out)
-    assert ei.value.where == f"line {line}" and ei.value.field == field
-    assert "c.jsonl" in str(ei.value)
+    assert ei.value.where == (line if isinstance(line, str) else f"line {line}")
+    assert ei.value.field == field and "c.jsonl" in str(ei.value)
     assert sorted(os.listdir(tmp_path)) == ["c.jsonl"]  # no index, no temp file, no new dir
 
 

@@ -38,7 +38,9 @@ def _cases(name: str, **kw):
 def test_otlp_openinference_export():
     read, cases, skipped, counts = _cases("otlp.jsonl")
     assert read.fmt == "otlp"
-    assert counts == {"spans": 11, "retrieval_steps": 6, "traces": 4, "cases": 3, "skipped": 2}
+    # 5 traces in the file (counted by hand): one repeats a question, one retrieved nothing
+    assert counts == {"spans": 11, "retrieval_steps": 6, "traces": 5, "cases": 3,
+                      "repeated": 1, "skipped": 1}
     assert sorted(cases) == sorted(f"t-{t}" for t in (T1, T2, T5))
     c1 = cases[f"t-{T1}"]
     # the question is the trace's (root span's) input, not the retriever's rewritten query
@@ -93,12 +95,16 @@ def test_capture_from_traces_seals_a_fixture_that_runs(tmp_path, monkeypatch):
     r = CliRunner().invoke(cli, ["capture", "--from-traces", "traces.jsonl", "--out",
                                  "fixtures/prod", "--corpus-version", "kb-2024-12"])
     assert r.exit_code == 0, r.stderr
-    assert "captured 3 cases" in r.stdout and "2 retrieval step(s) skipped" in r.stdout
-    assert r.stderr.count("skipped line ") == 2
+    assert "captured 3 cases" in r.stdout and "from 5 trace(s)" in r.stdout
+    assert "1 repeated question(s) kept once, 1 skipped" in r.stdout
+    assert "5 trace(s), 6 retrieval step(s), 3 case(s), 1 repeated question(s) kept once, " \
+           "1 skipped (the first: " in r.stderr
+    assert r.stderr.count("skipped line ") == 1 and r.stderr.count("repeated line ") == 1
     fx = load_fixture(p / "fixtures" / "prod")               # sealed: the seal verifies
     manifest = json.loads((p / "fixtures/prod/manifest.json").read_text())
     notes = manifest["notes"]["from_traces"]
-    assert notes["format"] == "otlp" and len(notes["skipped"]) == 2
+    assert notes["format"] == "otlp" and len(notes["skipped"]) == 1
+    assert len(notes["repeated"]) == 1 and notes["traces"] == 5
     assert "assumed" in notes["answerable"]
     assert {c.corpus_version for c in fx.cases} == {"kb-2024-12"}
     run = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/prod", "--a", "variants/a.yaml",

@@ -63,6 +63,9 @@ def search(index_path, query, k, fmt):
 @click.option("--corpus-version", default=None,
               help="Version label of the corpus, for cases whose source gives none [today's date].")
 @click.option("--k", type=click.IntRange(min=1), default=None, help="Chunks per question [retriever.k, else 5].")
+@click.option("--question-var", default=None, metavar="NAME",
+              help="promptfoo tests: the var that holds the question [question, query, "
+                   "user_input, input, prompt, or the one text var].")
 @click.option("--refresh-every-days", default=30, show_default=True)
 @click.option("--force", is_flag=True, help="Replace an existing fixture.")
 @click.option("--keywords-llm", is_flag=True,
@@ -84,7 +87,7 @@ def search(index_path, query, k, fmt):
 @click.option("--retries", type=click.IntRange(min=0, max=20), default=None,
               help="HTTP: retries on 429/5xx/timeouts [2].")
 @click.pass_context
-def capture(ctx, questions, traces, trace_format, spec, out, corpus_version, k,
+def capture(ctx, questions, traces, trace_format, spec, out, corpus_version, k, question_var,
             refresh_every_days, force, keywords_llm, max_chars, chunks_path, id_field, text_field,
             score_field, body_template, headers, auth_env, timeout_s, retries):
     """Freeze what retrieval returns for QUESTIONS (or what traces recorded) into a sealed
@@ -102,12 +105,14 @@ def capture(ctx, questions, traces, trace_format, spec, out, corpus_version, k,
                             "give no QUESTIONS file or --retriever with it", field="--from-traces")
         from ..fixtures.traces import capture_from_traces
 
-        fx, skipped = capture_from_traces(traces, out=out, fmt=trace_format,
-                                          corpus_version=corpus_version,
-                                          refresh_every_days=refresh_every_days, force=force,
-                                          progress=progress)
+        fx, _, counts = capture_from_traces(traces, out=out, fmt=trace_format,
+                                            corpus_version=corpus_version,
+                                            refresh_every_days=refresh_every_days, force=force,
+                                            progress=progress)
         click.echo(f"captured {len(fx.cases)} cases → {fx.path} (cases_sha256 "
-                   f"{fx.cases_sha256[:16]}…); {len(skipped)} retrieval step(s) skipped")
+                   f"{fx.cases_sha256[:16]}…) from {counts['traces']} trace(s); "
+                   f"{counts['repeated']} repeated question(s) kept once, {counts['skipped']} "
+                   "skipped")
         return
     if not questions:
         raise UserError("give a QUESTIONS file (or --from-traces FILE)", field="QUESTIONS")
@@ -119,10 +124,13 @@ def capture(ctx, questions, traces, trace_format, spec, out, corpus_version, k,
     if not spec:
         raise UserError("no retriever: give --retriever SPEC or set retriever.spec in "
                         "abtest.yaml", field="--retriever")
-    k = k or rc.k or 5
+    # an import keeps every context it is given unless k is asked for; a search needs one
+    k = k or rc.k or (None if spec.startswith("jsonl:") else 5)
     if Path(out).exists() and not force:
         raise UserError("fixture already exists; pass --force to replace it deliberately", file=out)
-    qs = load_questions(Path(questions))
+    same = spec.startswith("jsonl:") and _same_file(Path(base_dir) / spec[len("jsonl:"):],
+                                                    Path(questions))
+    qs = load_questions(Path(questions), contexts_used=same, question_var=question_var)
     opts = rc.options()  # the config's options; the command's own win
     given = {"chunks_path": chunks_path, "id_field": id_field, "text_field": text_field,
              "score_field": score_field, "auth_env": auth_env, "timeout": timeout_s,
@@ -154,6 +162,13 @@ def capture(ctx, questions, traces, trace_format, spec, out, corpus_version, k,
     fx = do_capture(qs, retriever, out=out, corpus_version=corpus_version,
                     k=k, force=force, refresh_every_days=refresh_every_days, progress=progress)
     click.echo(f"captured {len(fx.cases)} cases → {fx.path} (cases_sha256 {fx.cases_sha256[:16]}…)")
+
+
+def _same_file(a, b) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
 
 
 def _file_or_text(value: str, option: str) -> str:

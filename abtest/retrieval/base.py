@@ -21,9 +21,21 @@ class RetrievedChunk:
     score: float | None = None
     metadata: dict | None = None
     title: str | None = None
+    extra: dict | None = None      # an imported chunk's other fields, kept as given
+
+    @property
+    def meta(self) -> dict | None:
+        """What the source said about the chunk besides id, text and score: the chunk's
+        `meta` in the fixture (None when nothing)."""
+        out = dict(self.extra or {})
+        if self.metadata is not None:
+            out["metadata"] = self.metadata
+        if self.title is not None:
+            out["title"] = self.title
+        return out or None
 
     def to_chunk(self) -> Chunk:
-        return Chunk(id=self.id, text=self.text)
+        return Chunk(id=self.id, text=self.text, meta=self.meta)
 
 
 class Retrieved(list):
@@ -35,11 +47,15 @@ class Retrieved(list):
     """
 
     def __init__(self, chunks: Iterable[RetrievedChunk] = (), *, keywords: list[str] | None = None,
-                 search_terms: str | None = None, corpus_version: str | None = None):
+                 search_terms: str | None = None, corpus_version: str | None = None,
+                 n_cut: int = 0, n_repeated: int = 0, n_truncated: int = 0):
         super().__init__(chunks)
         self.keywords = keywords
         self.search_terms = search_terms
         self.corpus_version = corpus_version  # the source's own label, when it has one
+        self.n_cut = n_cut                    # chunks beyond k, not kept
+        self.n_repeated = n_repeated          # the same chunk (id and text) again, kept once
+        self.n_truncated = n_truncated        # chunks cut to max_chars
 
     @property
     def scores(self) -> list[float] | None:
@@ -60,12 +76,14 @@ def _get(item: Any, name: str) -> Any:
 
 
 def coerce_chunk(item: Any, *, source: str, where: str,
-                 fields: Mapping[str, str | None] | None = None) -> RetrievedChunk:
+                 fields: Mapping[str, str | None] | None = None,
+                 keep_extra: bool = False) -> RetrievedChunk:
     """Turn one foreign chunk (dict, object or bare string) into a RetrievedChunk.
 
     `fields` renames id/text/score/metadata (dotted paths allowed); an id field of
-    None means "derive the id from the text". Anything malformed is a UserError
-    naming the retriever spec and the item, never a silently odd fixture.
+    None means "derive the id from the text". `keep_extra` keeps a dict's other top-level
+    fields (an imported capture: what the file says, kept). Anything malformed is a
+    UserError naming the retriever spec and the item, never a silently odd fixture.
     """
     f = {"id": "id", "text": "text", "score": "score", "metadata": "metadata", **(fields or {})}
     if isinstance(item, str):
@@ -102,8 +120,14 @@ def coerce_chunk(item: Any, *, source: str, where: str,
         raise UserError("metadata must be an object or null", file=source, where=where,
                         field=f["metadata"])
     title = _get(item, "title")
+    extra = None
+    if keep_extra and isinstance(item, Mapping):
+        used = {"id", "text", "score", "metadata", "title"} | {v for v in f.values() if v}
+        extra = {str(k): v for k, v in item.items() if k not in used} or None
+        if title is not None and not isinstance(title, str):
+            extra = {**(extra or {}), "title": title}   # kept as given, not as the title
     return RetrievedChunk(cid, text, score, dict(md) if md is not None else None,
-                          title if isinstance(title, str) else None)
+                          title if isinstance(title, str) else None, extra)
 
 
 def dig(obj: Any, path: str) -> Any:
@@ -122,39 +146,50 @@ def dig(obj: Any, path: str) -> Any:
     return cur
 
 
-def finalize(chunks: Sequence[RetrievedChunk], *, k: int, max_chars: int | None, source: str,
-             qid: Hashable, keywords: list[str] | None = None,
+def finalize(chunks: Sequence[RetrievedChunk], *, k: int | None, max_chars: int | None,
+             source: str, qid: Hashable, keywords: list[str] | None = None,
              search_terms: str | None = None) -> Retrieved:
-    """Dedupe, cap at k, truncate: the same rules for every retriever kind.
+    """Dedupe, cap at k (None: keep all), truncate: the same rules for every retriever kind,
+    each counted so that capture can say what it changed.
 
-    A repeated id with the same text is dropped (keeping the better-ranked copy); the
-    same id with different text is an error, since a fixture could not say which one
-    the model saw.
+    A repeated id with the same text is kept once (the better-ranked copy); the same id
+    with different text is an error, since a fixture could not say which one the model saw.
     """
     out: list[RetrievedChunk] = []
     seen: dict[str, str] = {}
+    cut = repeated = truncated = 0
     for c in chunks:
         if c.id in seen:
             if seen[c.id] != c.text:
                 raise UserError(f"chunk id {c.id!r} returned twice with different text",
                                 file=source, where=f"question {qid}")
+            repeated += 1
             continue
         seen[c.id] = c.text
-        if len(out) < k:
+        if k is None or len(out) < k:
             if max_chars is not None and len(c.text) > max_chars:
-                c = RetrievedChunk(c.id, c.text[:max_chars], c.score, c.metadata, c.title)
+                c = RetrievedChunk(c.id, c.text[:max_chars], c.score, c.metadata, c.title,
+                                   c.extra)
+                truncated += 1
             out.append(c)
-    return Retrieved(out, keywords=keywords, search_terms=search_terms)
+        else:
+            cut += 1
+    return Retrieved(out, keywords=keywords, search_terms=search_terms, n_cut=cut,
+                     n_repeated=repeated, n_truncated=truncated)
 
 
 class Retriever(abc.ABC):
-    """Common surface: `name`, `describe(k)`, `retrieve_many`, `retrieve`, `close`."""
+    """Common surface: `name`, `describe(k)`, `retrieve_many`, `retrieve`, `close`.
+    `k = None` (keep every chunk) is for imports only (`keeps_all`): a search needs a k."""
 
     method = "?"
+    keeps_all = False
 
-    def __init__(self, spec: str, *, k: int = 5, max_chars: int | None = None):
+    def __init__(self, spec: str, *, k: int | None = 5, max_chars: int | None = None):
         self.spec = spec
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        if k is None and self.keeps_all:
+            pass
+        elif isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise UserError(f"k must be a positive integer, got {k!r}", file=spec, field="k")
         if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int)
                                       or max_chars < 1):
@@ -171,12 +206,16 @@ class Retriever(abc.ABC):
 
     def describe(self, k: int | None = None) -> str:
         """Stable text recorded on fixtures: method, k, options that change output, spec."""
-        opts = ",".join([f"k={k or self.k}", *self._extras()])
+        opts = ",".join([f"k={k or self.k or 'all'}", *self._extras()])
         return f"{self.method}@{opts} {self._spec_text()}"
 
     @property
     def name(self) -> str:
         return self.describe(self.k)
+
+    def check(self) -> None:
+        """Read and check what can be checked before the first question (an imported file),
+        so that bad input stops before any progress is printed."""
 
     @abc.abstractmethod
     def retrieve_many(self, questions: Sequence[tuple[Hashable, str]], k: int | None = None
@@ -195,7 +234,7 @@ class Retriever(abc.ABC):
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _k(self, k: int | None) -> int:
+    def _k(self, k: int | None) -> int | None:
         if k is None:
             return self.k
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:

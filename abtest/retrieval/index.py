@@ -22,12 +22,12 @@ class SearchHit(NamedTuple):
 
 def _corpus_rows(path: str, digest: "hashlib._Hash") -> Iterator[dict[str, Any]]:
     """Validated corpus rows; the first bad row raises a UserError naming its line and field."""
-    from ..jsonl import read_jsonl
+    from ..jsonl import read_records
 
-    seen: dict[str, int] = {}
-    for lineno, row in read_jsonl(path, name="corpus file", on_raw=digest.update,
-                                  utf8_hint="; save the corpus as UTF-8"):
-        where = f"line {lineno}"
+    seen: dict[str, str] = {}
+    for where, row in read_records(path, "a corpus file (JSONL, a JSON array or CSV)",
+                                   name="corpus file", on_raw=digest.update,
+                                   utf8_hint="; save the corpus as UTF-8"):
         for key in row:
             if key not in _CORPUS_KEYS:
                 raise UserError("unknown key (allowed: id, text, title, metadata; put "
@@ -42,9 +42,9 @@ def _corpus_rows(path: str, digest: "hashlib._Hash") -> Iterator[dict[str, Any]]
             raise UserError("has leading or trailing whitespace", file=path, where=where,
                             field="id")
         if cid in seen:
-            raise UserError(f"duplicate id {cid!r} (first on line {seen[cid]})", file=path,
+            raise UserError(f"duplicate id {cid!r} (first at {seen[cid]})", file=path,
                             where=where, field="id")
-        seen[cid] = lineno
+        seen[cid] = where
         text = row.get("text")
         if text is None:
             raise UserError("required field is missing", file=path, where=where, field="text")

@@ -1,11 +1,14 @@
 """`jsonl:PATH`: import contexts that another tool already retrieved.
 
-Accepted rows (one JSON object per line, extra keys ignored):
+Accepted rows (JSONL, a JSON array, a pandas DataFrame's JSON, or CSV with the context
+list in one cell as JSON or a Python literal, as RAGAS' `to_csv` writes it):
     {"id": "q1", "question": "...", "context": [{"id": "c1", "text": "...", "score"?: 0.8}]}
     {"question": "...", "contexts": ["chunk text", ...]}           RAGAS style
     {"user_input": "...", "retrieved_contexts": ["...", ...]}      newer RAGAS names
-A row's `corpus_version` (a string) is kept on its case; rows without one take
-`--corpus-version`, or today's date, and capture says so.
+An import keeps every context it is given, in order (k cuts only when asked: `--k` or
+`retriever.k`); a context object's other fields (title, metadata, url, …) are kept in the
+chunk's `meta`. A row's `corpus_version` (a string) is kept on its case; rows without one
+take `--corpus-version`, or today's date, and capture says so.
 Context items may be objects or bare strings; a string (or an object without an id)
 gets the id `sha1(text)[:12]`. Rows match questions by id, else by exact question text.
 """
@@ -22,10 +25,14 @@ _QUESTION_KEYS = ("question", "user_input")
 _CONTEXT_KEYS = ("context", "contexts", "retrieved_contexts")
 
 
+_LISTS = ("context", "contexts", "retrieved_contexts", "keywords", "retrieval_scores")
+
+
 class JsonlRetriever(Retriever):
     method = "import"
+    keeps_all = True
 
-    def __init__(self, spec: str, path: str, *, base_dir: str, k: int = 5,
+    def __init__(self, spec: str, path: str, *, base_dir: str, k: int | None = None,
                  max_chars: int | None = None):
         super().__init__(spec, k=k, max_chars=max_chars)
         if not path:
@@ -35,36 +42,46 @@ class JsonlRetriever(Retriever):
         self._by_id: dict[str, dict[str, Any]] = {}
         self._by_text: dict[str, list[dict[str, Any]]] = {}
 
+    def check(self) -> None:
+        self._load()
+
     def _load(self) -> None:
         if self._rows is not None:
             return
-        from ..jsonl import read_jsonl
+        from ..jsonl import read_records
 
-        rows = [self._check(row, lineno)
-                for lineno, row in read_jsonl(self.path, name="capture file")]
+        rows = [self._check(row, where)
+                for where, row in read_records(self.path, "a capture file (JSONL, JSON or CSV)",
+                                               name="capture file", list_fields=_LISTS,
+                                               known_fields=("id", "question", "user_input"))]
         self._rows = rows
         for row in rows:
             if row["id"] is not None:
                 if row["id"] in self._by_id:
-                    raise UserError(f"question id {row['id']!r} appears twice (first on line "
+                    raise UserError(f"question id {row['id']!r} appears twice (first at "
                                     f"{self._by_id[row['id']]['line']})", file=self.path,
-                                    where=f"line {row['line']}", field="id")
+                                    where=row["line"], field="id")
                 self._by_id[row["id"]] = row
             if row["question"] is not None:
                 self._by_text.setdefault(row["question"], []).append(row)
 
-    def _check(self, row: dict[str, Any], lineno: int) -> dict[str, Any]:
-        where = f"line {lineno}"
+    def _check(self, row: dict[str, Any], where: str) -> dict[str, Any]:
         qid = row.get("id")
         if qid is not None:
             if isinstance(qid, bool) or not isinstance(qid, (str, int)):
                 raise UserError("must be a string", file=self.path, where=where, field="id")
             qid = str(qid)
-        question = next((row[k] for k in _QUESTION_KEYS if k in row), None)
+        qkey = next((k for k in _QUESTION_KEYS if k in row), None)
+        question = row.get(qkey) if qkey else None
         if question is not None and not isinstance(question, str):
-            raise UserError("must be a string", file=self.path, where=where, field="question")
+            raise UserError(f"must be text, got {type(question).__name__}", file=self.path,
+                            where=where, field=qkey)
         if qid is None and question is None:
-            raise UserError("row has neither 'id' nor 'question'", file=self.path, where=where)
+            if qkey:
+                raise UserError("the question is null and the row has no id to match it by",
+                                file=self.path, where=where, field=qkey)
+            raise UserError("row has neither 'id' nor a question ('question' or "
+                            "'user_input')", file=self.path, where=where)
         ckeys = [k for k in _CONTEXT_KEYS if k in row]
         if len(ckeys) != 1:
             raise UserError("row needs exactly one of 'context', 'contexts', 'retrieved_contexts'",
@@ -76,14 +93,14 @@ class JsonlRetriever(Retriever):
         for i, item in enumerate(ctx):
             no_id = isinstance(item, dict) and item.get("id") is None
             chunks.append(coerce_chunk(item, source=self.path, where=f"{where}, {ckeys[0]}[{i}]",
-                                       fields={"id": None} if no_id else None))
+                                       fields={"id": None} if no_id else None, keep_extra=True))
         kws = row.get("keywords")
         terms = row.get("search_terms")
         version = row.get("corpus_version")
         if version is not None and (not isinstance(version, str) or not version.strip()):
             raise UserError("must be a non-empty string", file=self.path, where=where,
                             field="corpus_version")
-        return {"line": lineno, "id": qid, "question": question, "chunks": chunks,
+        return {"line": where, "id": qid, "question": question, "chunks": chunks,
                 "keywords": kws if isinstance(kws, list) and all(isinstance(x, str) for x in kws)
                 else None,
                 "search_terms": terms if isinstance(terms, str) else None,
@@ -101,7 +118,7 @@ class JsonlRetriever(Retriever):
                         " ".join(question.split()):
                     raise UserError(f"row for question {qid!r} has a different question text "
                                     f"({row['question'][:60]!r}); is this the right file?",
-                                    file=self.path, where=f"line {row['line']}")
+                                    file=self.path, where=row["line"])
             else:
                 cands = self._by_text.get(question, [])
                 if not cands:
@@ -110,7 +127,7 @@ class JsonlRetriever(Retriever):
                                     file=self.path)
                 if len(cands) > 1 and len({tuple(c.id for c in r["chunks"]) for r in cands}) > 1:
                     raise UserError(f"question {qid!r} matches several rows with different "
-                                    f"contexts (lines {', '.join(str(r['line']) for r in cands)}); "
+                                    f"contexts ({', '.join(str(r['line']) for r in cands)}); "
                                     "add ids", file=self.path)
                 row = cands[0]
             out[qid] = finalize(row["chunks"], k=k, max_chars=self.max_chars, source=self.path,
