@@ -41,7 +41,7 @@ def _version(dist: str) -> str | None:
 
 def run_checks(config_path: str | os.PathLike | None = None, *, call: bool = False,
                load_embedded: bool = True) -> list[Check]:
-    from .llm.gateway import LOCAL_PREFIX
+    from .llm.provider import LOCAL_PREFIX
 
     out: list[Check] = []
     add = (lambda name, status, detail: out.append(Check(name, status, detail)))
@@ -110,7 +110,7 @@ def _embedded(needed: bool, load: bool) -> Check:
 
 def _model(role: str, spec, call: bool, lc) -> Check:
     from .llm import check_credentials, provider_keys_missing
-    from .llm.gateway import LOCAL_PREFIX
+    from .llm.provider import LOCAL_PREFIX
 
     name = f"{role} model"
     label = spec.model + (f" at {spec.api_base}" if spec.api_base else "")

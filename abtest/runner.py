@@ -245,7 +245,7 @@ def dry_run(lc: LoadedConfig, plan: RunPlan, max_cost_usd: float | None = None,
     judge_calls += repeat_calls
     ctx_tokens = plan.context_chars // 4
     judge_prompt_tokens = judge_calls * (ctx_tokens // max(n, 1) + 300)
-    from .llm.budget import cost_of
+    from .llm.provider import cost_of
 
     def priced(spec, prompt, completion):  # the configured price wins over litellm's table
         return (cost_of(spec, prompt, completion) if spec.price is not None

@@ -235,16 +235,15 @@ def test_an_endpoint_without_a_batch_api_is_refused_before_anything_is_stored(tm
 
 
 def test_batch_answers_are_priced_at_the_providers_batch_prices():
-    from abtest.llm.batch import batch_cost
-    from abtest.llm.gateway import _litellm
+    from abtest.llm.provider import batch_cost, get_litellm
     from abtest.models import ModelSpec
 
-    litellm = _litellm()
+    litellm = get_litellm()
     row = litellm.model_cost["gpt-4o-mini"]
     want = 1200 * row["input_cost_per_token_batches"] + 300 * row["output_cost_per_token_batches"]
-    got = batch_cost(litellm, ModelSpec(model="openai/gpt-4o-mini"), 1200, 300)
+    got = batch_cost(ModelSpec(model="openai/gpt-4o-mini"), 1200, 300)
     assert got == pytest.approx(want) and got < 1200 * row["input_cost_per_token"] + \
         300 * row["output_cost_per_token"]
     # a configured price is what the user says they pay
     spec = ModelSpec(model="openai/fake", price={"input_per_mtok": 1.0, "output_per_mtok": 2.0})
-    assert batch_cost(litellm, spec, 1_000_000, 1_000_000) == pytest.approx(3.0)
+    assert batch_cost(spec, 1_000_000, 1_000_000) == pytest.approx(3.0)

@@ -1,12 +1,14 @@
-"""Everything that talks to a model: the gateway (the only importer of litellm) and the
-embedded default model it serves as the `local/` provider."""
+"""Everything that talks to a model: the litellm adapter (`provider`, the only importer of
+litellm), the gateway's policy over it (cache, retries, budget, batches), and the embedded
+default model it serves as the `local/` provider."""
 
 from .budget import Budget, BudgetExceeded
-from .gateway import (LOCAL_PREFIX, Gateway, GatewayStats, LLMResult, ModelDriftError,
-                      call_hash, canonical_hash, check_credentials, count_tokens, embed,
-                      estimate_cost, preload, provider_keys_missing, register_scripted_provider,
-                      rerank)
+from .gateway import Gateway, GatewayStats, ModelDriftError
+from .provider import (LOCAL_PREFIX, LLMResult, call_hash, canonical_hash, check_credentials,
+                       count_tokens, embed, estimate_cost, preload, provider_keys_missing,
+                       register_scripted_provider, rerank)
 
-__all__ = ["Budget", "BudgetExceeded", "LOCAL_PREFIX", "Gateway", "GatewayStats", "LLMResult", "ModelDriftError", "call_hash",
-           "canonical_hash", "check_credentials", "count_tokens", "embed", "estimate_cost",
-           "preload", "provider_keys_missing", "register_scripted_provider", "rerank"]
+__all__ = ["Budget", "BudgetExceeded", "LOCAL_PREFIX", "Gateway", "GatewayStats", "LLMResult",
+           "ModelDriftError", "call_hash", "canonical_hash", "check_credentials",
+           "count_tokens", "embed", "estimate_cost", "preload", "provider_keys_missing",
+           "register_scripted_provider", "rerank"]

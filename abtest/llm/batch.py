@@ -51,21 +51,21 @@ class Request:
 
 def batchable(spec: ModelSpec) -> bool:
     """True when litellm speaks to this model as OpenAI (hosted, or any compatible server)."""
-    from .gateway import LOCAL_PREFIX, _TEST_PROVIDERS, _litellm
+    from .provider import get_litellm, is_in_process
 
-    if spec.model.startswith(LOCAL_PREFIX) or spec.model.split("/", 1)[0] in _TEST_PROVIDERS:
+    if is_in_process(spec.model):
         return False
     try:
-        return _litellm().get_llm_provider(spec.model)[1] == "openai"
+        return get_litellm().get_llm_provider(spec.model)[1] == "openai"
     except Exception:
         return False
 
 
 def request_body(spec: ModelSpec, kw: dict) -> dict:
     """The JSON body a single call would send, for one line of the batch file."""
-    from .gateway import _litellm
+    from .provider import get_litellm
 
-    model = _litellm().get_llm_provider(spec.model)[0]
+    model = get_litellm().get_llm_provider(spec.model)[0]
     skip = {"model", "timeout", "api_base", "api_key", "max_retries", "num_retries"}
     return {"model": model, **{k: v for k, v in kw.items() if k not in skip}}
 
@@ -107,9 +107,9 @@ class BatchQueue:
 
 
 def _provider_kwargs(spec: ModelSpec) -> dict:
-    from .gateway import _aux_kwargs
+    from .provider import call_kwargs
 
-    kw = _aux_kwargs(spec, 120)
+    kw = call_kwargs(spec, 120)
     kw.pop("model")
     return {"custom_llm_provider": "openai", **kw}
 
@@ -133,9 +133,9 @@ def submit(store, run_id: str, queue: BatchQueue, progress: Callable[[str], None
            ) -> list[str]:
     """Upload each group's requests and create its batch; every batch id is stored as soon as
     the provider has it (a batch created but not stored would be paid for and never read)."""
-    from .gateway import _describe_for, _litellm
+    from .provider import describe_for, get_litellm
 
-    litellm = _litellm()
+    litellm = get_litellm()
     ids = []
     for (model, api_base, _), reqs in queue.groups().items():
         spec = reqs[0].spec
@@ -150,7 +150,7 @@ def submit(store, run_id: str, queue: BatchQueue, progress: Callable[[str], None
                                          **kw)
             except Exception as exc:
                 raise IncompleteError(f"--batch: could not submit a batch to {model}: "
-                                      f"{_describe_for(spec, exc)}; finished work is kept"
+                                      f"{describe_for(spec, exc)}; finished work is kept"
                                       ) from None
             store.put_batch({"batch_id": b.id, "run_id": run_id, "model": model,
                              "api_base": api_base, "input_file_id": f.id, "status": b.status,
@@ -166,7 +166,7 @@ def submit(store, run_id: str, queue: BatchQueue, progress: Callable[[str], None
 def preflight(specs: list[ModelSpec]) -> list[ModelSpec]:
     """Before anything is stored: the models whose calls will be batched, each endpoint asked
     once whether it has a Batch API (a local OpenAI-compatible server often has none)."""
-    from .gateway import _describe_for, _litellm
+    from .provider import describe_for, get_litellm
 
     seen, out = set(), []
     for spec in specs:
@@ -176,15 +176,15 @@ def preflight(specs: list[ModelSpec]) -> list[ModelSpec]:
         seen.add(key)
         out.append(spec)
         try:
-            _litellm().list_batches(limit=1, **_provider_kwargs(spec))
+            get_litellm().list_batches(limit=1, **_provider_kwargs(spec))
         except Exception as exc:
             where = f"{spec.model}" + (f" at {spec.api_base}" if spec.api_base else "")
             if getattr(exc, "status_code", None) in (404, 405, 501):
                 raise UserError(f"--batch: {where} has no Batch API ("
-                                f"{_describe_for(spec, exc)}); run without --batch",
+                                f"{describe_for(spec, exc)}); run without --batch",
                                 field="--batch") from None
             raise IncompleteError(f"--batch: could not reach the Batch API of {where}: "
-                                  f"{_describe_for(spec, exc)}") from None
+                                  f"{describe_for(spec, exc)}") from None
     if not out:
         raise UserError("--batch: no model of this run has an OpenAI-compatible Batch API ("
                         + ", ".join(sorted({s.model for s in specs})) + "); run without --batch",
@@ -220,9 +220,9 @@ def collect(gw, store, run_id: str, specs: list[ModelSpec], *, wait: bool, poll_
             progress: Callable[[str], None] | None) -> list[dict]:
     """Collect every finished batch of the run; with wait, poll until none is out. Returns
     the batches still out (only when not waiting)."""
-    from .gateway import _describe_for, _litellm
+    from .provider import describe_for, get_litellm
 
-    litellm = _litellm()
+    litellm = get_litellm()
     said: dict[str, str] = {}
     while True:
         out = []
@@ -233,7 +233,7 @@ def collect(gw, store, run_id: str, specs: list[ModelSpec], *, wait: bool, poll_
                 b = litellm.retrieve_batch(batch_id=batch["batch_id"], **kw)
             except Exception as exc:
                 raise IncompleteError(f"--batch: could not read batch {batch['batch_id']}: "
-                                      f"{_describe_for(spec, exc)}; `--resume --batch` tries "
+                                      f"{describe_for(spec, exc)}; `--resume --batch` tries "
                                       "again") from None
             if b.status not in FINISHED:
                 out.append(batch)
@@ -253,7 +253,7 @@ def collect(gw, store, run_id: str, specs: list[ModelSpec], *, wait: bool, poll_
 
 def _collect_one(gw, store, batch: dict, b, spec: ModelSpec, litellm, kw: dict,
                  progress) -> None:
-    from .gateway import _result_from
+    from .provider import batch_cost, result_from
 
     reqs = {r["call_hash"]: r for r in store.batch_requests(batch["batch_id"])}
     calls, failed, answered = [], {}, set()
@@ -265,8 +265,8 @@ def _collect_one(gw, store, batch: dict, b, spec: ModelSpec, litellm, kw: dict,
         if line.get("error") or resp.get("status_code") != 200:
             failed[h] = _line_error(line)
             continue
-        res = _result_from(litellm, litellm.ModelResponse(**resp["body"]), h, None)
-        res.cost = batch_cost(litellm, spec, res.prompt_tokens, res.completion_tokens)
+        res = result_from(litellm, litellm.ModelResponse(**resp["body"]), h, None)
+        res.cost = batch_cost(spec, res.prompt_tokens, res.completion_tokens)
         res.attempts = 1
         if not res.content or not res.content.strip():
             failed[h] = "batch line failed: empty content from provider"
@@ -284,23 +284,3 @@ def _collect_one(gw, store, batch: dict, b, spec: ModelSpec, litellm, kw: dict,
     if progress:
         progress(f"batch {batch['batch_id']}: {b.status}; {len(calls)} answer(s) collected"
                  + (f", {len(failed)} to be made as single calls" if failed else ""))
-
-
-def batch_cost(litellm, spec: ModelSpec, prompt_tokens, completion_tokens) -> float | None:
-    """A configured `price:` is what the user pays (give the batch price there); else
-    litellm's batch prices for the model (about half its regular ones)."""
-    from .budget import cost_of
-
-    if spec.price is not None or prompt_tokens is None or completion_tokens is None:
-        return cost_of(spec, prompt_tokens, completion_tokens)
-    try:
-        from litellm.cost_calculator import batch_cost_calculator
-        from litellm.types.utils import Usage
-
-        p, c = batch_cost_calculator(Usage(prompt_tokens=prompt_tokens,
-                                           completion_tokens=completion_tokens,
-                                           total_tokens=prompt_tokens + completion_tokens),
-                                     model=spec.model)
-        return float(p) + float(c)
-    except Exception:
-        return None

@@ -23,30 +23,6 @@ class BudgetExceeded(Exception):
     """The next call could cross the run's budget: the run stops before it."""
 
 
-def unit_prices(spec: ModelSpec) -> tuple[float, float] | None:
-    """(USD per input token, USD per output token), or None when no price is known."""
-    from .gateway import LOCAL_PREFIX, _litellm
-
-    if spec.price is not None:
-        return spec.price.input_per_mtok / 1e6, spec.price.output_per_mtok / 1e6
-    if spec.model.startswith(LOCAL_PREFIX):
-        return 0.0, 0.0
-    try:
-        p, c = _litellm().cost_per_token(model=spec.model, prompt_tokens=1_000_000,
-                                         completion_tokens=1_000_000)
-    except Exception:
-        return None
-    return float(p) / 1e6, float(c) / 1e6
-
-
-def cost_of(spec: ModelSpec, prompt_tokens: int | None, completion_tokens: int | None
-            ) -> float | None:
-    prices = unit_prices(spec)
-    if prices is None or prompt_tokens is None or completion_tokens is None:
-        return None
-    return prompt_tokens * prices[0] + completion_tokens * prices[1]
-
-
 class Budget:
     def __init__(self, max_usd: float, spent_usd: float = 0.0):
         self.max_usd, self.spent_usd = float(max_usd), float(spent_usd)
@@ -55,6 +31,8 @@ class Budget:
         self.stopped: str | None = None
 
     def check_prices(self, specs: list[ModelSpec]) -> None:
+        from .provider import unit_prices
+
         for spec in specs:
             if unit_prices(spec) is None:
                 raise UserError(f"--max-cost: no price is known for model {spec.model} (give it "
@@ -63,7 +41,7 @@ class Budget:
 
     def reserve(self, spec: ModelSpec, messages: list[dict], max_tokens: int) -> float:
         """Hold this call's worst case, or raise BudgetExceeded (nothing is sent)."""
-        from .gateway import count_tokens
+        from .provider import count_tokens, unit_prices
 
         in_p, out_p = unit_prices(spec) or (0.0, 0.0)
         prompt, _ = count_tokens(spec.model, messages)
