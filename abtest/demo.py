@@ -66,8 +66,8 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str 
     from .fixtures import capture, load_questions
     from .jsonl import write_jsonl
     from .llm import preload
-    from .report import render
-    from .report.summary import report_and_summary
+    from .reporting import render
+    from .reporting.summary import report_and_summary
     from .retrieval import get_retriever
     from .retrieval.index import build_index
     from .runner import run
@@ -154,9 +154,9 @@ def _live_demo(lc, d: Path, qpath: Path, index_path: Path, frozen_run: str, mode
     """Two demo chat servers on loopback (plain, grounded) and a live run beside the frozen one."""
     from .demo_server import DemoChatServer
     from .errors import IncompleteError
-    from .live import run_live
-    from .report.live import render_live
-    from .report.summary import report_and_summary
+    from .livecheck import run_live
+    from .reporting.live import render_live
+    from .reporting.summary import report_and_summary
 
     gen = lc.config.generator
     progress("live: starting two demo chat servers on 127.0.0.1 (plain, grounded)")

@@ -2,7 +2,7 @@
 
 `run_history` lists every run with what it compared (fixture hash, variants with
 their sha256 = prompt version, models requested and resolved, git commit) and its
-headline numbers from `abtest.report.build_report`. `compare_runs` lines up two
+headline numbers from `abtest.reporting.build_report`. `compare_runs` lines up two
 runs on the same fixture case by case and lists the cases whose pairwise outcome
 flipped.
 """
@@ -49,7 +49,7 @@ def fixture_filter(store, fixture: str | None) -> list[dict]:
 
 
 def _headline(store, run: dict) -> dict:
-    from .report import build_report
+    from .reporting import build_report
 
     out: dict[str, Any] = {"status": run["status"], "report_error": None, "gate": None,
                            "pairwise": None, "faithfulness": None, "fixture_changed": False}
@@ -149,7 +149,7 @@ def compare_runs(store, run1: str, run2: str, reports: tuple[dict, dict] | None 
     Two frozen runs (or two live runs) must share their fixture (golden file). A frozen run
     and a live run are compared over the case ids both have: the live run retrieved its own
     contexts, so this lines up two different measurements, never one claim."""
-    from .report.summary import build_any
+    from .reporting.summary import build_any
     from .runs import check_fixture_unchanged, load_run
 
     r1, r2 = load_run(store, run1), load_run(store, run2)

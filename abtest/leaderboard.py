@@ -12,16 +12,19 @@ from .errors import UserError
 
 
 def run_models(lc: LoadedConfig, fixture, variant, models: list[str], *, progress=None) -> dict:
-    from .report import build_report
+    from .reporting import build_report
     from .runner import run
     from .store import Store
 
     models = [m.strip() for m in models if m.strip()]
     if len(models) < 2 or len(set(models)) != len(models):
         raise UserError("--models needs at least two distinct litellm model names", field="--models")
+    from .api import keep_summary
+
     runs = []
     for m in models[1:]:
         res = run(lc, fixture, variant, variant, models=(models[0], m), progress=progress)
+        keep_summary(lc.store_path, res.run_id, progress)   # each run is listed in the view
         runs.append((m, res))
     store = Store(lc.store_path, read_only=True)
     try:

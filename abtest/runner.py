@@ -118,11 +118,14 @@ def plan_run(lc: LoadedConfig, fixture_path, a_path, b_path, *, count_tokens: bo
     from .llm import check_credentials
 
     cfg = lc.config
-    fx = load_fixture(lc.resolve(fixture_path) if not Path(fixture_path).is_absolute() and
-                      not Path(fixture_path).exists() else fixture_path)
+    if isinstance(fixture_path, Fixture):   # loaded already (the Python API): verified then
+        fx = fixture_path
+    else:
+        fx = load_fixture(lc.resolve(fixture_path) if not Path(fixture_path).is_absolute() and
+                          not Path(fixture_path).exists() else fixture_path)
     if not len(fx):
         raise UserError("fixture has no cases", file=str(fx.path))
-    a, b = load_variant(a_path), load_variant(b_path)
+    a, b = (v if isinstance(v, LoadedVariant) else load_variant(v) for v in (a_path, b_path))
     from .variants import check_context_template
 
     check_context_template(cfg.context_template, file=str(lc.path or "abtest.yaml"))

@@ -260,7 +260,7 @@ def suggest_edits(lc, store, run_id: str, *, variant: str = "B", out: str | os.P
     from .config import read_yaml
     from .judges.common import load_prompt, neutralise
     from .llm import check_credentials
-    from .report import build_report
+    from .reporting import build_report
     from .runs import check_fixture_unchanged, load_run
     from .variants import load_variant, unified_diff
 

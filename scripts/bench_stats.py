@@ -24,7 +24,7 @@ if __name__ == "__main__":
     args = ap.parse_args()
     from abtest.fixtures import write_fixture
     from abtest.models import Case, Chunk, Config
-    from abtest.report import build_report, render
+    from abtest.reporting import build_report, render
     from abtest.store import Store
 
     rng = random.Random(0)

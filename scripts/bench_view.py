@@ -71,7 +71,7 @@ def fill(tmp: Path, runs: int, n: int) -> Path:
 
 
 def keep_summaries(path: Path) -> None:
-    from abtest.report.summary import refresh_summary
+    from abtest.reporting.summary import refresh_summary
     from abtest.store import Store
 
     from abtest.errors import UserError

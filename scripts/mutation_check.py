@@ -40,7 +40,7 @@ SIM = ["tests/test_validity_sim.py::test_score_level_null_keeps_the_false_licenc
 
 # name: (module file, functions, tests)
 TARGETS = {
-    "claim": ("abtest/report/claim.py",
+    "claim": ("abtest/reporting/claim.py",
               ["_faithfulness_reasons", "_binary_reason", "effect_reasons", "validation_reasons",
                "licensed_claim"], FAST + SIM),
     "sizing": ("abtest/sizing.py", ["holm_family", "min_n_binary_noninferiority", "minimum_n"],
@@ -48,14 +48,14 @@ TARGETS = {
     "agreement": ("abtest/review/agreement.py", ["judge_validation", "run_judge_validation"],
                   FAST + ["tests/test_review.py"]),
     "gate": ("abtest/gate.py", ["_rule", "evaluate_gate"], FAST),
-    "metrics": ("abtest/report/metrics.py",
+    "metrics": ("abtest/reporting/metrics.py",
                 ["direction", "continuous", "drop_bound", "noninferiority_continuous",
                  "binary", "pairwise", "length_bias", "_logit", "compute_metrics",
                  "apply_holm"], FAST + SIM),
     "judges": ("abtest/judges/__init__.py",
                ["pairwise", "faithfulness", "abstention", "_abstention_row",
                 "claims_and_abstention"], ["tests/test_judges.py", "tests/test_verdict_real_runs.py"]),
-    "build": ("abtest/report/build.py", ["_incidents", "checks_table", "_build_report"],
+    "build": ("abtest/reporting/build.py", ["_incidents", "checks_table", "_build_report"],
               ["tests/test_verdict_real_runs.py", "tests/test_run.py", "tests/test_claim_gate.py"]),
     "stats": ("abtest/stats.py",
               ["_flat", "_binom_two_sided", "sign_test", "win_rate", "pairwise_outcome",

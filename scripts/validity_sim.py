@@ -12,7 +12,7 @@ the longer answer). Humans label review items from the truth.
 Two levels:
 
 * score level: the world's verdicts go straight into abtest's metric and claim code
-  (`abtest.report.metrics.compute_metrics`, `abtest.report.claim.licensed_claim`), with
+  (`abtest.reporting.metrics.compute_metrics`, `abtest.reporting.claim.licensed_claim`), with
   the judges taken as validated: thousands of experiments a minute, for the false-licence
   rate under no true difference and the power under a true one, N = 60 … 400;
 * end to end: each experiment goes through the real path — `abtest capture` (jsonl
@@ -366,8 +366,8 @@ def _judge_truth(w: World) -> dict:
 
 def score_experiment(sc: Scenario, n: int, seed: int, cfg) -> dict:
     """The world's honest verdicts straight into abtest's metric and claim code."""
-    from abtest.report.claim import CLAIM_JUDGES, licensed_claim
-    from abtest.report.metrics import compute_metrics
+    from abtest.reporting.claim import CLAIM_JUDGES, licensed_claim
+    from abtest.reporting.metrics import compute_metrics
 
     w = World(sc, n, seed)
     jv: dict = {("pairwise", "AB"): {}, ("pairwise", "BA"): {}}

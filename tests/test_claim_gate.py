@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from abtest.cli import cli
 from abtest.gate import evaluate_gate
 from abtest.models import Config, Gates
-from abtest.report.build import licensed_claim
+from abtest.reporting.build import licensed_claim
 from fakes import Brain, install
 
 CFG = Config()  # alpha 0.05; margins coverage 0.05, answerable refusals 0.05, unanswerable 0.10
@@ -587,7 +587,7 @@ def test_markdown_has_score_summaries_table(project):
 
 
 def test_score_summaries_skip_absent_metrics():
-    from abtest.report.markdown import _score_summaries
+    from abtest.reporting.markdown import _score_summaries
 
     summ = {"n": 2, "n_missing": 0, "average": 0.75, "median": 0.75, "p25": 0.625, "p75": 0.875,
             "min": 0.5, "max": 1.0, "high": 1, "medium": 0, "low": 1}
@@ -625,7 +625,7 @@ def test_smallest_n_is_where_binary_noninferiority_first_can_hold(margin):
     """At the stated N, zero refusals on both sides shows non-inferiority; one case fewer
     never can (checked with the Tango interval itself)."""
     from abtest import stats as S
-    from abtest.report.metrics import binary
+    from abtest.reporting.metrics import binary
     from abtest.sizing import min_n_binary_noninferiority
 
     n = min_n_binary_noninferiority(margin, 0.05)
@@ -665,7 +665,7 @@ def _jv(fa, fb, *, ans=None, abst=None):
 def test_holm_family_is_fixed_from_the_configuration_not_the_data():
     from statsmodels.stats.multitest import multipletests
 
-    from abtest.report.metrics import compute_metrics
+    from abtest.reporting.metrics import compute_metrics
 
     rng = __import__("random").Random(3)
     fa = [rng.random() for _ in range(40)]
@@ -687,7 +687,7 @@ def test_holm_family_is_fixed_from_the_configuration_not_the_data():
 
 
 def test_a_perfectly_consistent_gain_is_significant_and_licensable():
-    from abtest.report.metrics import compute_metrics
+    from abtest.reporting.metrics import compute_metrics
 
     ids = [str(i) for i in range(20)]
     m, _, _ = compute_metrics(ids, _jv([0.5] * 20, [1.0] * 20), {}, {}, CFG, ["faithfulness"])
@@ -698,7 +698,7 @@ def test_a_perfectly_consistent_gain_is_significant_and_licensable():
 
 
 def test_mde_never_leaves_the_scale():
-    from abtest.report.metrics import continuous
+    from abtest.reporting.metrics import continuous
 
     m = continuous("faithfulness", {"0": 0.0, "1": 1.0, "2": 0.2}, {"0": 1.0, "1": 0.0, "2": 0.9},
                    ["0", "1", "2"], 0.05, family_size=5)
@@ -707,7 +707,7 @@ def test_mde_never_leaves_the_scale():
 
 
 def test_drops_are_counted_per_variant_and_reason():
-    from abtest.report.metrics import compute_metrics
+    from abtest.reporting.metrics import compute_metrics
 
     fa = [1.0, None, 0.5, None, 1.0]
     fb = [None, 1.0, 1.0, None, 0.0]
@@ -804,7 +804,7 @@ def test_any_failed_drop_bound_withholds_a_significant_gain(imputed_a, imputed_b
 
 
 def test_coverage_noninferiority_needs_two_pairs():
-    from abtest.report.metrics import noninferiority_continuous
+    from abtest.reporting.metrics import noninferiority_continuous
 
     ni = noninferiority_continuous({"1": 0.5}, {"1": 0.9}, ["1"], 0.05, 0.05)
     assert ni["holds"] is False and ni["note"] == "fewer than 2 pairs"
@@ -893,7 +893,7 @@ def _independent_lc(data):
 def test_length_controlled_share_matches_statsmodels_and_keeps_a_real_preference():
     import random
 
-    from abtest.report.metrics import length_bias
+    from abtest.reporting.metrics import length_bias
 
     data = _length_data(random.Random(5), 80, 0.5, lambda la, lb: 0.8)  # B preferred, any length
     lb_ = length_bias([o for o, _, _ in data], [a for _, a, _ in data], [b for _, _, b in data], 0.05)
@@ -908,7 +908,7 @@ def test_length_controlled_share_matches_statsmodels_and_keeps_a_real_preference
 def test_length_controlled_share_catches_wins_that_follow_length():
     import random
 
-    from abtest.report.metrics import length_bias
+    from abtest.reporting.metrics import length_bias
 
     data = _length_data(random.Random(7), 80, 0.75, lambda la, lb: 0.85 if lb > la else 0.15)
     lb_ = length_bias([o for o, _, _ in data], [a for _, a, _ in data], [b for _, _, b in data], 0.05)
@@ -920,7 +920,7 @@ def test_length_controlled_share_catches_wins_that_follow_length():
 
 
 def test_length_bias_without_a_fit():
-    from abtest.report.metrics import length_bias
+    from abtest.reporting.metrics import length_bias
 
     # wins follow length exactly: perfect separation, no estimate at equal length
     outs = ["B"] * 6 + ["A"] * 6
@@ -971,7 +971,7 @@ def test_smallest_faithfulness_n_passes_holm_at_equality():
                                               (0.1, 0.05, "B"), (0.1, 0.0500001, None),
                                               (0.0, 0.01, None), (0.1, None, None)])
 def test_direction_is_the_significant_side(diff, p_holm, want):
-    from abtest.report.metrics import direction
+    from abtest.reporting.metrics import direction
 
     assert direction({"difference": diff, "p_holm": p_holm}, 0.05) == want
     assert direction({}, 0.05) is None and direction({"difference": None, "p_holm": 0.01}, 0.05) is None
@@ -983,7 +983,7 @@ def test_continuous_values_against_scipy():
     from scipy import stats as sst
     from statsmodels.stats.power import TTestPower
 
-    from abtest.report.metrics import continuous
+    from abtest.reporting.metrics import continuous
 
     rng = np.random.default_rng(11)
     a = rng.uniform(0, 1, 20)
@@ -1018,7 +1018,7 @@ def test_continuous_values_against_scipy():
 def test_drop_bound_edges():
     from scipy import stats as sst
 
-    from abtest.report.metrics import drop_bound
+    from abtest.reporting.metrics import drop_bound
 
     # fewer than two pairs: no bound, never holds
     b1 = drop_bound({"1": 0.5}, {"1": None}, ["1"], {"1": True}, 0.05)
@@ -1037,7 +1037,7 @@ def test_binary_counts_rates_and_strict_margins():
     from scipy import stats as sst
 
     from abtest import stats as S
-    from abtest.report.metrics import binary
+    from abtest.reporting.metrics import binary
 
     # B abstains alone on 3, A alone on 5, both on 4, neither on 20
     cells = [(True, True)] * 4 + [(False, True)] * 3 + [(True, False)] * 5 + [(False, False)] * 20
@@ -1074,7 +1074,7 @@ def test_binary_counts_rates_and_strict_margins():
 
 
 def test_pairwise_diagnostics_by_hand():
-    from abtest.report.metrics import pairwise
+    from abtest.reporting.metrics import pairwise
 
     ab = ["A", "A", "B", "tie", "B", None]   # A shown first
     ba = ["B", "A", "B", "tie", "A", "B"]    # B shown first
@@ -1087,7 +1087,7 @@ def test_pairwise_diagnostics_by_hand():
 
 
 def test_pairwise_rates_by_hand():
-    from abtest.report.metrics import pairwise
+    from abtest.reporting.metrics import pairwise
 
     ab = ["B"] * 5 + ["A"] * 2 + ["tie"] * 3
     m, _ = pairwise([str(i) for i in range(10)], ab, list(ab), [30] * 10, [60] * 10, 0.05)
@@ -1099,7 +1099,7 @@ def test_pairwise_rates_by_hand():
 
 
 def _sides(pairs):
-    from abtest.report.metrics import length_bias
+    from abtest.reporting.metrics import length_bias
 
     return length_bias([o for o, _, _ in pairs], [a for _, a, _ in pairs],
                        [b for _, _, b in pairs], 0.05)
@@ -1144,7 +1144,7 @@ def test_length_separability_thresholds():
 
 def test_incident_threshold_is_strict():
     from abtest.models import Config as C
-    from abtest.report.build import _incidents
+    from abtest.reporting.build import _incidents
 
     cfg = C()  # incident when faithfulness < 0.85
     jv = {("faithfulness", "A"): {"q1": {"score": 0.85}, "q2": {"score": 0.8499}},
@@ -1172,7 +1172,7 @@ def test_a_run_not_marked_complete_is_incomplete(project):
 def test_bound_and_margins_at_their_exact_boundaries():
     from scipy import stats as sst
 
-    from abtest.report.metrics import (drop_bound, min_n_binary_noninferiority,
+    from abtest.reporting.metrics import (drop_bound, min_n_binary_noninferiority,
                                        noninferiority_continuous, pairwise)
 
     a = {"1": 0.2, "2": 0.4, "3": 0.1, "4": 0.3}
@@ -1195,7 +1195,7 @@ def test_bound_and_margins_at_their_exact_boundaries():
 def test_length_caveat_needs_a_favoured_side_that_was_longer_more_often():
     """Ties are nobody's: equal wins favour no side, and a side longer in as many pairs as it
     was shorter was not 'the longer one'; lengths within 5 % (of at least 1) are equal."""
-    from abtest.report.metrics import length_bias
+    from abtest.reporting.metrics import length_bias
 
     # 2 B wins, 2 A wins, B shorter in all four (unseparable): no side is favoured, no caveat
     lb = length_bias(["B", "B", "A", "A"], [200] * 4, [100] * 4, 0.05)

@@ -140,7 +140,7 @@ def test_github_format_leads_with_the_claim_then_gate_metrics_and_flipped(tmp_pa
 
 def test_github_comment_stays_bounded_and_inert_whatever_the_text(tmp_path, monkeypatch):
     """Hostile or enormous text: no mention, no markup, never over 60,000 characters."""
-    from abtest.report.github import render_github
+    from abtest.reporting.github import render_github
 
     p, rep = _report(tmp_path, monkeypatch)
     worst = "@|<&" * 5000        # characters that escape longest, and a mention

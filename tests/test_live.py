@@ -96,7 +96,7 @@ def frozen_then_live():
 def test_live_captures_scores_and_reports_beside_frozen(live_project, brain):
     from abtest.gate import evaluate_gate
     from abtest.models import Gates
-    from abtest.report.live import build_live_report, render_live_markdown
+    from abtest.reporting.live import build_live_report, render_live_markdown
 
     fid, (code, out, err) = frozen_then_live()
     assert code == 0, err
@@ -186,7 +186,7 @@ def test_streamed_answers_measure_time_to_first_token(live_project, brain):
 
 
 def test_endpoint_stopped_mid_run_saves_finished_and_exits_3(live_project, brain):
-    from abtest.report.live import build_live_report
+    from abtest.reporting.live import build_live_report
 
     a, b = servers(max_requests=3)  # A answers q1..q3, then closes its socket
     with a, b:
@@ -217,8 +217,8 @@ def test_endpoint_stopped_mid_run_saves_finished_and_exits_3(live_project, brain
 
 def test_python_pipeline_targets(live_project, brain, tmp_path, monkeypatch):
     from abtest.config import load_config
-    from abtest.live import run_live
-    from abtest.report.live import build_live_report
+    from abtest.livecheck import run_live
+    from abtest.reporting.live import build_live_report
 
     mod = tmp_path / "pipes"
     mod.mkdir()
@@ -366,7 +366,7 @@ def test_live_claim_borrows_each_judge_validation_only_from_the_same_judge():
     import copy
 
     from abtest.models import Config
-    from abtest.report.live import live_claim
+    from abtest.reporting.live import live_claim
     from test_claim_gate import _BASE, _val
 
     live = copy.deepcopy(_BASE)
@@ -398,7 +398,7 @@ def test_frozen_and_live_runs_use_one_judge_plan(monkeypatch):
     by embedding in both when an embedding model is configured (it was an LLM rating live)."""
     from abtest import judges as J
     from abtest.judges.plan import JudgeInputs, judge_tasks
-    from abtest.live.run import build_case, judge_question
+    from abtest.livecheck.run import build_case, judge_question
     from abtest.models import Config
 
     seen: list[tuple] = []
@@ -453,7 +453,7 @@ def test_frozen_and_live_runs_use_one_judge_plan(monkeypatch):
 
 
 def test_a_figure_measured_two_ways_is_not_divided():
-    from abtest.report.live import frozen_comparison_rows
+    from abtest.reporting.live import frozen_comparison_rows
 
     def rep(method):
         return {"metrics": {"relevance": {"a": 0.5, "b": 0.7, "difference": 0.2,
@@ -470,8 +470,8 @@ def test_a_figure_measured_two_ways_is_not_divided():
 def test_frozen_vs_live_uses_exactly_the_cases_both_runs_finished(live_project, brain):
     """The frozen run covers q1..q4; the live run asks q1, q2, q4 and a question the fixture
     does not have. Each frozen and live figure is the mean over the shared cases only."""
-    from abtest.report.build import build_report
-    from abtest.report.live import build_live_report, render_live
+    from abtest.reporting.build import build_report
+    from abtest.reporting.live import build_live_report, render_live
 
     fid = frozen_run_id()
     golden = [q for q in GOLDEN if q["id"] != "q3"] + [
@@ -520,7 +520,7 @@ def test_frozen_vs_live_uses_exactly_the_cases_both_runs_finished(live_project, 
 
 def live_beside_frozen(extra_question: str) -> tuple[str, dict]:
     """A live run of the golden questions plus one, beside a frozen run: (run id, report)."""
-    from abtest.report.live import build_live_report
+    from abtest.reporting.live import build_live_report
 
     golden = GOLDEN + [{"id": "q5", "question": extra_question, "reference_answer": "x"}]
     Path("golden-extra.jsonl").write_text("\n".join(json.dumps(q) for q in golden) + "\n")
@@ -540,7 +540,7 @@ def test_the_live_html_report_is_a_page_with_escaped_text(live_project, brain):
     text with markup stays text."""
     import xml.etree.ElementTree as ET
 
-    from abtest.report.live import render_live
+    from abtest.reporting.live import render_live
 
     run_id, rep = live_beside_frozen("<script>alert(1)</script> & \"Normandy\"?")
     html = render_live(rep, "html")
@@ -558,7 +558,7 @@ def test_the_live_html_report_is_a_page_with_escaped_text(live_project, brain):
 def test_chromium_builds_the_live_page(live_project, brain, tmp_path):
     from test_report_html import CHROMIUM, _chromium
 
-    from abtest.report.live import render_live
+    from abtest.reporting.live import render_live
 
     if not CHROMIUM.exists():
         pytest.skip("/usr/bin/chromium not installed (scripts/test installs Debian 'chromium')")

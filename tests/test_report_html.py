@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from abtest.report.html import render_html
+from abtest.reporting.html import render_html
 
 DATA = Path(__file__).parent / "data" / "sample_report.json"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -298,7 +298,7 @@ def test_withheld_estimates_banner(sample):
 
 
 def test_render_dispatch(sample):
-    from abtest.report import render
+    from abtest.reporting import render
 
     assert render(sample, "html") == render_html(sample)
 

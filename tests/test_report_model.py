@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from abtest.report.model import Report, report_schema, undeclared, validate_report
+from abtest.reporting.model import Report, report_schema, undeclared, validate_report
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = json.loads((ROOT / "tests" / "data" / "sample_report.json").read_text())
@@ -70,5 +70,5 @@ def test_the_published_schema_is_the_models():
     published = json.loads((ROOT / "docs" / "report.schema.json").read_text())
     assert published == report_schema(), (
         "docs/report.schema.json is stale: regenerate it with "
-        "python -c 'import json; from abtest.report.model import report_schema; "
+        "python -c 'import json; from abtest.reporting.model import report_schema; "
         "print(json.dumps(report_schema(), indent=2))' > docs/report.schema.json")

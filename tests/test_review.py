@@ -425,7 +425,7 @@ def test_status_counts_and_report_compatibility(store, tmp_path):
     assert "10 human label(s) of its items (need 30)" in val["faithfulness"]["reason"]
     assert "faithfulness: 10 human label(s)" in st["message"] and not st["validated"]
     # the report's judge validation reads the same rows and gets the same kappas
-    from abtest.report.build import build_report
+    from abtest.reporting.build import build_report
 
     rep_val = build_report(store, RUN)["judge_validation"]
     for j in ("pairwise", "faithfulness", "coverage", "abstention"):

@@ -85,7 +85,7 @@ def _every_string_path(node, path=()):
 def test_every_string_of_a_report_is_text_in_its_html():
     """Inject markup into every string field of the sample report: the page gains no element
     and no attribute, and each injected string reads back as text."""
-    from abtest.report.html import render_html
+    from abtest.reporting.html import render_html
 
     sample = json.loads((ROOT / "tests" / "data" / "sample_report.json").read_text())
     base = ET.fromstring(render_html(sample).split("\n", 1)[1])

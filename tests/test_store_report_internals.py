@@ -14,9 +14,9 @@ from abtest import stats as S
 from abtest.fixtures import read_manifest, write_fixture
 from abtest.gcpause import gc_paused
 from abtest.models import Case, Chunk
-from abtest.report import build as B
-from abtest.report import render
-from abtest.report.markdown import _text_table
+from abtest.reporting import build as B
+from abtest.reporting import render
+from abtest.reporting.markdown import _text_table
 from abtest.store import Store
 from abtest.store.writer import ROW_GROUP_SIZE
 

@@ -32,7 +32,7 @@ def _row(html, rid):
 def test_a_run_keeps_its_summary_and_labels_make_it_stale(tmp_path, monkeypatch):
     from starlette.testclient import TestClient
 
-    from abtest.report.summary import state_of
+    from abtest.reporting.summary import state_of
     from abtest.store import Store
     from abtest.view.app import create_app
 

@@ -131,15 +131,3 @@ class Command(MappedErrors, click.Command):
 
 class Group(MappedErrors, click.Group):
     pass
-
-
-def keep_summary(store_path, run_id: str) -> None:
-    """Store a finished run's summary for `abtest view` (one report build); a failure here
-    never fails the run: the view builds the summary when asked."""
-    from ..errors import UserError
-    from ..report.summary import report_and_summary
-
-    try:
-        report_and_summary(store_path, run_id)
-    except UserError as exc:
-        progress(f"note: run summary not kept for `abtest view` ({exc.line()})")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .common import EXIT_INCOMPLETE, Command, config_path, keep_summary, progress
+from .common import EXIT_INCOMPLETE, Command, config_path, progress
 
 
 @click.command("live", cls=Command)
@@ -62,40 +62,41 @@ def live(ctx, golden, a_target, b_target, frozen_run, run_id, resume, a_name, b_
     """
     from pathlib import Path
 
+    from ..api import live as do_live
     from ..config import load_config
     from ..errors import UserError
-    from ..live import LiveIncomplete, TargetOptions, run_live
+    from ..livecheck import LiveIncomplete
 
-    try:
-        lc = load_config(config_path(ctx))
-        tpl = request_template
-        if tpl and tpl.startswith("@"):
-            p = Path(tpl[1:])
-            try:
-                tpl = p.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise UserError(f"cannot read request template ({exc.strerror})", file=str(p)) from None
-        opts = TargetOptions(
-            chat_path=chat_path, request_template=tpl, answer_path=answer_path,
-            chunks_path=chunks_path, chunk_id_field=chunk_id_field or None,
-            chunk_text_field=chunk_text_field, chunk_score_field=chunk_score_field or None,
-            scores_path=scores_path, version_path=version_path or None, delta_path=delta_path,
-            stream=stream, auth_env=auth_env, auth_header=auth_header, auth_scheme=auth_scheme,
-            timeout_s=timeout_s, retries=retries, backoff_s=backoff_s)
-        res = run_live(lc, golden, a_target, b_target, frozen_run=frozen_run, options=opts,
-                       run_id=run_id, resume=resume, a_name=a_name, b_name=b_name,
-                       retriever_label=retriever_label, corpus_version=corpus_version,
-                       citation_pattern=citation_pattern, progress=progress)
-    except LiveIncomplete as exc:
+    lc = load_config(config_path(ctx))
+    tpl = request_template
+    if tpl and tpl.startswith("@"):
+        p = Path(tpl[1:])
+        try:
+            tpl = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot read request template ({exc.strerror})", file=str(p)) from None
+    h = do_live(golden, a_target, b_target, config=lc, frozen_run=frozen_run,
+                progress=progress, run_id=run_id, resume=resume, a_name=a_name,
+                b_name=b_name, retriever_label=retriever_label,
+                corpus_version=corpus_version, citation_pattern=citation_pattern,
+                chat_path=chat_path, request_template=tpl, answer_path=answer_path,
+                chunks_path=chunks_path, chunk_id_field=chunk_id_field or None,
+                chunk_text_field=chunk_text_field,
+                chunk_score_field=chunk_score_field or None, scores_path=scores_path,
+                version_path=version_path or None, delta_path=delta_path, stream=stream,
+                auth_env=auth_env, auth_header=auth_header, auth_scheme=auth_scheme,
+                timeout_s=timeout_s, retries=retries, backoff_s=backoff_s)
+    if isinstance(h.result, LiveIncomplete):
+        exc = h.result
         click.echo(exc.run_id)
         progress(str(exc))
         progress(f"report: abtest report {exc.run_id}; finish later with `abtest live … "
                   f"--run-id {exc.run_id} --resume`")
         sys.exit(EXIT_INCOMPLETE)
+    res = h.result   # its summary is kept already
     progress(f"{res.status}: {res.n_items} answers from {res.n_cases} questions, "
               f"{res.seconds:.1f} s; report: abtest report {res.run_id}")
     click.echo(res.run_id)
-    keep_summary(lc.store_path, res.run_id)
     if res.status != "complete":
         progress(f"incomplete: unfinished questions: {', '.join(res.unfinished[:20])}"
                   + (f" ({res.judge_errors[0][:120]})" if res.judge_errors else ""))

@@ -10,7 +10,7 @@ from .common import load, open_store, progress, resolve_run
 
 
 def _report_for(ctx, run_id):
-    from ..report import build_report
+    from ..reporting import build_report
     from ..runs import check_fixture_unchanged, load_run
 
     lc, store = open_store(ctx)
@@ -18,7 +18,7 @@ def _report_for(ctx, run_id):
         run_id = resolve_run(store, run_id)
         run = load_run(store, run_id)
         if run["kind"] == "live":
-            from ..report.live import build_live_report
+            from ..reporting.live import build_live_report
 
             return build_live_report(store, run_id)
         check_fixture_unchanged(run)
@@ -38,11 +38,11 @@ def report(ctx, run_id, fmt, out):
     """Paired statistics, the licensed claim (or why not), incidents, backlog. RUN_ID may be 'latest'."""
     from pathlib import Path
 
-    from ..report import render
+    from ..reporting import render
 
     rep = _report_for(ctx, run_id)
     if rep.get("kind") == "live":
-        from ..report.live import render_live
+        from ..reporting.live import render_live
 
         if fmt == "github":
             from ..errors import UserError

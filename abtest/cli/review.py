@@ -82,7 +82,7 @@ def review_import(ctx, run_id, file, reviewer):
     try:
         run_id = resolve_run(store, run_id)
         n = rv.import_labels(store, run_id, file, reviewer=reviewer)
-        from ..report.summary import refresh_summary
+        from ..reporting.summary import refresh_summary
 
         refresh_summary(store, run_id)  # the labels may change the claim `abtest view` lists
     finally:

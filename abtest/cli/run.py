@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .common import EXIT_INCOMPLETE, keep_summary, load, progress
+from .common import EXIT_INCOMPLETE, load, progress
 
 
 # --------------------------------------------------------------------------- run & report
@@ -44,8 +44,9 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
     """Generate A and B over the fixture's frozen contexts, check, judge; print the run id."""
     import json
 
+    from ..api import run
     from ..runner import dry_run as do_dry
-    from ..runner import plan_run, run
+    from ..runner import plan_run
 
     lc = load(ctx)
     updates = {}
@@ -109,16 +110,15 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
         from ..errors import UserError
 
         raise UserError("--retry-errors goes with --resume", field="--retry-errors")
-    res = run(lc, fixture, a_path, b_path, run_id=run_id, resume=resume, retry_errors=retry_errors,
-              progress=progress, max_cost_usd=max_cost, shard=shard, batch=batch,
-              wait=not no_wait)
+    res = run(fixture, a_path, b_path, config=lc, run_id=run_id, resume=resume,
+              retry_errors=retry_errors, progress=progress, max_cost_usd=max_cost, shard=shard,
+              batch=batch, wait=not no_wait).result   # the run's summary is kept with it
     progress(f"{res.status}: {res.n_cases} cases, {res.provider_calls} provider calls, "
               f"{res.cache_hits} cache hits, {res.calls_per_case} LLM calls per case, "
               f"{res.seconds:.1f} s")
     if res.comparison_kind == "pipeline_change":
         progress("this is a pipeline change, re-measure end to end; the frozen claim does not apply")
     click.echo(res.run_id)
-    keep_summary(lc.store_path, res.run_id)
     if res.status != "complete":
         progress(f"incomplete: unfinished cases: {', '.join(res.unfinished[:20])}"
                   f"{' …' if len(res.unfinished) > 20 else ''} (fix the cause, then "

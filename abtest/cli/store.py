@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from .common import open_store, resolve_run
+from .common import load
 
 
 @click.command()
@@ -17,22 +17,13 @@ from .common import open_store, resolve_run
 @click.pass_context
 def export(ctx, run_id, all_runs, fmt, out):
     """Write every table of one run (or --all runs) for notebooks and BI tools."""
-    from pathlib import Path
-
+    from ..api import export as do_export
     from ..errors import UserError
-    from ..runs import load_run
 
     if bool(run_id) == all_runs:
         raise UserError("give a RUN_ID or --all (not both)", field="RUN_ID")
-    lc, store = open_store(ctx)
-    try:
-        if run_id:
-            run_id = resolve_run(store, run_id)
-            load_run(store, run_id)
-        for p in store.export_run(run_id, Path(out), fmt):
-            click.echo(str(p))
-    finally:
-        store.close()
+    for p in do_export(run_id, out, fmt=fmt, config=load(ctx)):
+        click.echo(str(p))
 
 
 @click.command()
@@ -42,16 +33,8 @@ def export(ctx, run_id, all_runs, fmt, out):
 def merge(ctx, sources, into):
     """Merge shards (run --shard i/n) into one run: SOURCE is a run id, OTHER.duckdb:RUN_ID,
     or an `export --format parquet` folder."""
-    lc, store = open_store(ctx, read_only=False)
-    try:
-        from ..merge import merge_runs
+    from ..api import merge as do_merge
+    from .common import progress
 
-        res = merge_runs(store, list(sources), into)
-    finally:
-        store.close()
-    from .common import keep_summary, progress
-
-    progress(f"merged {res['sources']} run(s): {res['cases']} of {res['n_cases']} cases, "
-             f"{res['status']}")
-    click.echo(res["run_id"])
-    keep_summary(lc.store_path, res["run_id"])
+    h = do_merge(list(sources), into, config=load(ctx), progress=progress)
+    click.echo(h.run_id)

@@ -27,6 +27,16 @@ class PythonRetriever(Retriever):
         self.module_name, self.func_name, self.base_dir = module, func, base_dir
         self._fn: Any = None
 
+    @classmethod
+    def of(cls, fn: Any, *, k: int = 5, max_chars: int | None = None) -> "PythonRetriever":
+        """A retriever over a function already in hand (the Python API): its name is
+        recorded on the fixture as `python:module:function`, as a spec would be."""
+        target = f"{getattr(fn, '__module__', None) or '__main__'}:" \
+                 f"{getattr(fn, '__qualname__', None) or type(fn).__name__}"
+        r = cls(f"python:{target}", target, base_dir="", k=k, max_chars=max_chars)
+        r._fn = fn
+        return r
+
     @property
     def fn(self) -> Any:
         if self._fn is None:

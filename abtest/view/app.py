@@ -105,7 +105,7 @@ def create_app(store_path: str | Path):
     async def run_page(request):
         from markupsafe import Markup
 
-        from ..report.html import checks_section, live_sections, metrics_section
+        from ..reporting.html import checks_section, live_sections, metrics_section
 
         store, run, rep = with_run(request)
         store.close()
@@ -120,12 +120,12 @@ def create_app(store_path: str | Path):
                     sections=sections)
 
     async def report_page(request):
-        from ..report import render
+        from ..reporting import render
 
         store, run, rep = with_run(request)
         store.close()
         if run["kind"] == "live":
-            from ..report.live import render_live
+            from ..reporting.live import render_live
 
             return HTMLResponse(render_live(rep, "html"))
         return HTMLResponse(render(rep, "html"))
@@ -330,7 +330,7 @@ def serve(store_path: str | Path, *, host: str = "127.0.0.1", port: int = 0,
 def _warm() -> None:
     import importlib
 
-    for name in ("abtest.report.build", "abtest.report.html", "abtest.stats", "scipy.stats",
+    for name in ("abtest.reporting.build", "abtest.reporting.html", "abtest.stats", "scipy.stats",
                  "statsmodels.stats.power"):
         try:
             importlib.import_module(name)

@@ -22,7 +22,7 @@ _LOCK = threading.Lock()
 def _state(store, run: dict) -> str:
     """The run's state as its stored summary records it; a running run's also counts its
     answered cases, so its page moves as the run does."""
-    from ..report.summary import state_of
+    from ..reporting.summary import state_of
 
     st = state_of(run, store.labels_state(run["run_id"]))
     if run["status"] == "running":
@@ -32,7 +32,7 @@ def _state(store, run: dict) -> str:
 
 def report_of(store, run: dict, state: str | None = None) -> dict:
     """The run's report (frozen or live), built once per state of the run."""
-    from ..report.summary import build_any
+    from ..reporting.summary import build_any
 
     key = (str(store.path), run["run_id"], state or _state(store, run))
     with _LOCK:
@@ -48,7 +48,7 @@ def report_of(store, run: dict, state: str | None = None) -> dict:
 def summary_of(store, run: dict) -> dict:
     """A finished run's summary for the runs page, built from its report when the store has
     none for its current state (the view opens the store read-only: it keeps it in memory)."""
-    from ..report.summary import summarize
+    from ..reporting.summary import summarize
 
     state = _state(store, run)
     key = (str(store.path), run["run_id"], state)
@@ -62,7 +62,7 @@ def summary_of(store, run: dict) -> dict:
 
 
 def claim_line(rep: dict) -> tuple[bool, str]:
-    from ..report.summary import summarize
+    from ..reporting.summary import summarize
 
     s = summarize(rep)
     return s["licensed"], s["claim"]
@@ -72,7 +72,7 @@ def runs_overview(store) -> list[dict]:
     """Every run, newest first, with its claim line and gate decision: from the summaries the
     store keeps, else from this process's memory; a run with neither is marked pending and
     the page asks for it (/runs/ID/summary) after it has rendered."""
-    from ..report.summary import state_of
+    from ..reporting.summary import state_of
 
     runs = list(reversed(store.list_runs()))
     stored, labels = store.run_summaries(), store.labels_states()
@@ -244,7 +244,7 @@ def compare(store, run1: str, run2: str) -> dict:
     """Two runs of one fixture: per metric B − A in each and the change; the cases whose
     pairwise outcome or faithfulness verdict changed."""
     from ..history import compare_runs
-    from ..report.metrics import metric_at
+    from ..reporting.metrics import metric_at
     from ..runs import load_run
 
     reps = [report_of(store, load_run(store, r)) for r in (run1, run2)]

@@ -565,7 +565,7 @@ def validate_report(report: dict) -> Report:
     model = Report.model_validate(report)
     extra = undeclared(model)
     if extra:
-        raise ValueError(f"report keys not in abtest.report.model: {', '.join(extra[:10])}")
+        raise ValueError(f"report keys not in abtest.reporting.model: {', '.join(extra[:10])}")
     return model
 
 

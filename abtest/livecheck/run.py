@@ -6,7 +6,7 @@ question, stores each answer with the chunks the live system actually retrieved,
 them with the same judges as a frozen run (the same Gateway and judge functions, the judge
 model from the config), against those live contexts. Metrics only a live run has: context
 precision / recall against the golden `relevant_chunk_ids`, and latency.
-`abtest.report.live.build_live_report` turns the stored rows into the report.
+`abtest.reporting.live.build_live_report` turns the stored rows into the report.
 
 Every item is written as soon as it exists (table `live_items`). Calls are made one
 at a time so a measured latency is not inflated by our own load; judging starts only

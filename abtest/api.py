@@ -1,0 +1,235 @@
+"""The public Python API: what the CLI calls, for notebooks and scripts.
+
+Every function here takes paths or loaded objects, reads `abtest.yaml` the way the CLI does
+(`config=` a path, a `Config`, a dict, or None for ./abtest.yaml, else the defaults), and
+does everything the command does, the run's stored summary for `abtest view` included. A
+run, live run or merge returns a `RunHandle`: its id and status, and `.report()`, the typed
+`Report`. Errors are `abtest.errors.UserError` (bad input; the CLI's exit 2) and
+`IncompleteError` (a provider failed; exit 3), never half-written results.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+if TYPE_CHECKING:
+    from .config import LoadedConfig
+    from .fixtures.seal import Fixture
+    from .models import Question
+    from .reporting.model import Report
+    from .retrieval.base import Retriever
+    from .store import Store
+    from .variants import LoadedVariant
+
+Progress = Callable[[str], None]
+
+
+def load_config(path: str | os.PathLike | None = None) -> LoadedConfig:
+    """`abtest.yaml` (or `path`) validated, with the folder its relative paths resolve from;
+    the defaults when there is no file and no path was given."""
+    from .config import load_config as load
+
+    return load(path)
+
+
+def _config(config: Any) -> LoadedConfig:
+    from .config import LoadedConfig, load_config as load
+    from .models import Config
+
+    if config is None:
+        return load(None)
+    if isinstance(config, LoadedConfig):
+        return config
+    if isinstance(config, Config):
+        return LoadedConfig(config, Path.cwd(), None)
+    if isinstance(config, dict):
+        from pydantic import ValidationError
+
+        from .errors import pydantic_error_line
+
+        try:
+            return LoadedConfig(Config.model_validate(config), Path.cwd(), None)
+        except ValidationError as exc:
+            raise pydantic_error_line(exc, file="config") from None
+    return load(config, required=True)
+
+
+@dataclass
+class RunHandle:
+    """A stored run: its id, its status, what the runner returned, and its report."""
+
+    run_id: str
+    status: str
+    store_path: Path
+    result: Any = None
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+    def report(self) -> Report:
+        return report(self.run_id, store=self.store_path)
+
+
+def keep_summary(store_path: str | os.PathLike, run_id: str,
+                 warn: Progress | None = None) -> None:
+    """Store a finished run's summary for `abtest view` (one report build). A failure here
+    never fails the run: the view builds the summary when asked."""
+    from .errors import UserError
+    from .reporting.summary import report_and_summary
+
+    try:
+        report_and_summary(store_path, run_id)
+    except UserError as exc:
+        if warn:
+            warn(f"note: run summary not kept for `abtest view` ({exc.line()})")
+
+
+def run(fixture: str | os.PathLike | Fixture, a: str | os.PathLike | LoadedVariant,
+        b: str | os.PathLike | LoadedVariant, *, config: Any = None,
+        run_id: str | None = None, resume: bool = False, retry_errors: bool = False,
+        max_cost_usd: float | None = None, shard: str | tuple[int, int] | None = None,
+        batch: bool = False, wait: bool = True,
+        progress: Progress | None = None) -> RunHandle:
+    """Compare variants A and B over the fixture's frozen contexts: generate, check, judge;
+    every row stored as it exists. An incomplete run is returned too (status "incomplete",
+    finished work kept); `resume=True` with its `run_id` continues it."""
+    from .runner import run as do_run
+
+    lc = _config(config)
+    res = do_run(lc, fixture, a, b, run_id=run_id, resume=resume, retry_errors=retry_errors,
+                 progress=progress, max_cost_usd=max_cost_usd, shard=shard, batch=batch,
+                 wait=wait)
+    keep_summary(lc.store_path, res.run_id, progress)
+    return RunHandle(res.run_id, res.status, Path(lc.store_path), res)
+
+
+def live(golden: str | os.PathLike, a: str, b: str, *, config: Any = None,
+         frozen_run: str | None = None, progress: Progress | None = None,
+         **options: Any) -> RunHandle:
+    """Ask live targets A and B (an http(s) endpoint or `python:module:function`) every
+    golden question, end to end, and judge; `options` are `run_live`'s (run_id, resume,
+    a_name, b_name, retriever_label, corpus_version, citation_pattern) and the target
+    options of `abtest live` (`live.TargetOptions` fields)."""
+    from .livecheck import LiveIncomplete, TargetOptions, run_live
+
+    lc = _config(config)
+    target_fields = set(TargetOptions.__dataclass_fields__)
+    opts = TargetOptions(**{k: v for k, v in options.items() if k in target_fields})
+    rest = {k: v for k, v in options.items() if k not in target_fields}
+    try:
+        res = run_live(lc, golden, a, b, frozen_run=frozen_run, options=opts,
+                       progress=progress, **rest)
+    except LiveIncomplete as exc:
+        return RunHandle(exc.run_id, "incomplete", Path(lc.store_path), exc)
+    keep_summary(lc.store_path, res.run_id, progress)
+    return RunHandle(res.run_id, res.status, Path(lc.store_path), res)
+
+
+def merge(sources: Sequence[str], into: str, *, config: Any = None,
+          progress: Progress | None = None) -> RunHandle:
+    """Shards (`run(..., shard="i/n")`) as one run: sources are run ids, `OTHER.duckdb:RUN_ID`
+    or export folders; refused unless they are one comparison with no case twice."""
+    from .shards import merge_runs
+    from .store import Store
+
+    lc = _config(config)
+    store = Store(lc.store_path)
+    try:
+        res = merge_runs(store, list(sources), into)
+    finally:
+        store.close()
+    if progress:
+        progress(f"merged {res['sources']} run(s): {res['cases']} of {res['n_cases']} cases, "
+                 f"{res['status']}")
+    keep_summary(lc.store_path, res["run_id"], progress)
+    return RunHandle(res["run_id"], res["status"], Path(lc.store_path), res)
+
+
+def capture(questions: str | os.PathLike | Iterable[Question | dict],
+            retriever: str | Retriever | Callable[[str, int], Any], out: str | os.PathLike, *,
+            config: Any = None, k: int | None = None, corpus_version: str | None = None,
+            force: bool = False, refresh_every_days: int = 30,
+            progress: Progress | None = None, **retriever_options: Any) -> Fixture:
+    """Freeze what retrieval returns for the questions into a sealed fixture at `out`.
+
+    `questions`: a file in any shape `abtest capture` reads, or Question objects or dicts.
+    `retriever`: a spec (`local:…`, `jsonl:…`, `python:…`, an http(s) URL), a Retriever, or
+    a function `fn(question, k)` returning chunks (dicts or objects with id and text)."""
+    from .fixtures import capture as do_capture
+    from .fixtures import load_questions, validate_question_rows
+    from .retrieval import get_retriever
+    from .retrieval.base import Retriever
+    from .retrieval.pycall import PythonRetriever
+
+    lc = _config(config)
+    if isinstance(questions, (str, os.PathLike)):
+        qs = load_questions(Path(questions), warn=progress)
+    else:
+        from .models import Question
+
+        rows = [(f"item {i}", q.model_dump(exclude_none=True) if isinstance(q, Question) else q)
+                for i, q in enumerate(questions)]
+        qs = [q for _, q in validate_question_rows(rows, Path("questions"))]
+    if isinstance(retriever, Retriever):
+        r = retriever
+    elif callable(retriever):
+        r = PythonRetriever.of(retriever, k=k or 5, **retriever_options)
+    else:
+        spec = str(retriever)
+        kk = k or lc.config.retriever.k or (None if spec.startswith("jsonl:") else 5)
+        r = get_retriever(spec, base_dir=str(Path.cwd()), k=kk, **retriever_options)
+    return do_capture(qs, r, out=out, corpus_version=corpus_version, k=k or r.k, force=force,
+                      refresh_every_days=refresh_every_days, progress=progress)
+
+
+def export(run: str | None, out_dir: str | os.PathLike, *, fmt: str = "parquet",
+           config: Any = None) -> list[Path]:
+    """A run's rows (or, with run=None, every run's), one file per table (`parquet`, `csv` or
+    `jsonl`), for DataFrames and BI tools: what `abtest export` writes."""
+    from .errors import UserError
+    from .runs import resolve_run
+
+    if fmt not in ("parquet", "csv", "jsonl"):
+        raise UserError(f"unknown format {fmt!r} (parquet, csv or jsonl)", field="fmt")
+    from .runs import load_run
+
+    st = open_store(config)
+    try:
+        rid = resolve_run(st, run) if run is not None else None
+        if rid is not None:
+            load_run(st, rid)
+        return st.export_run(rid, Path(out_dir), fmt)
+    finally:
+        st.close()
+
+
+def open_store(config: Any = None, *, read_only: bool = True) -> Store:
+    """The results store of the config (read-only by default: it works while a run writes)."""
+    from .store import Store
+
+    return Store(_config(config).store_path, read_only=read_only, create=False)
+
+
+def report(run: str = "latest", *, config: Any = None,
+           store: str | os.PathLike | Store | None = None) -> Report:
+    """A run's report (frozen or live) as the typed `Report`: what `abtest report RUN
+    --format json` prints. `run` is an id, a unique prefix or "latest"."""
+    from .reporting.model import Report
+    from .reporting.summary import build_any
+    from .runs import load_run, resolve_run
+    from .store import Store
+
+    own = not isinstance(store, Store)
+    st = store if isinstance(store, Store) else Store(
+        store if store is not None else _config(config).store_path, read_only=True,
+        create=False)
+    try:
+        rid = resolve_run(st, run)
+        return Report.model_validate(build_any(st, load_run(st, rid)))
+    finally:
+        if own:
+            st.close()
