@@ -46,15 +46,7 @@ def text_lines(path: Path, what: str = "a JSONL file", *, name: str = "file",
                utf8_hint: str = "") -> Iterable[tuple[int, str]]:
     """(line number, text) for each line, blank ones included. `name` says what is missing
     when the file is; `on_raw` sees each line's bytes as read (e.g. a digest of the file)."""
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise UserError(f"{name} not found", file=str(path)) from None
-    except IsADirectoryError:
-        raise UserError(f"is a directory, expected {what}", file=str(path)) from None
-    except OSError as exc:
-        raise UserError(f"cannot read it ({exc.strerror or exc})", file=str(path)) from None
-    with f:
+    with _open(path, what, name) as f:
         for n, raw in enumerate(f, start=1):
             if on_raw is not None:
                 on_raw(raw)
@@ -404,8 +396,14 @@ def _list_cell(path: Path, where: str, col: str, cell: str) -> Any:
 
 
 def _read_bytes(path: Path, what: str, name: str) -> bytes:
+    with _open(path, what, name) as f:
+        return f.read()
+
+
+def _open(path: Path, what: str, name: str):
+    """The file opened for bytes, or the one-line error: missing, a directory, unreadable."""
     try:
-        return Path(path).read_bytes()
+        return open(path, "rb")
     except FileNotFoundError:
         raise UserError(f"{name} not found", file=str(path)) from None
     except IsADirectoryError:
