@@ -408,8 +408,10 @@ def test_promptfoo_globs_and_mixed_references(proj):
     (proj / "cfg" / "more" / "b.yaml").write_text("- vars: {question: from b}\n")
     (proj / "cfg" / "more" / "a.yaml").write_text(
         "tests:\n  - vars: {question: from a}\n    assert: [{type: icontains, value: x}]\n")
-    (proj / "cfg" / "extra.jsonl").write_text('{"vars": {"question": "from jsonl"}}\n')
-    qs = ["from a", "from b", "inline one", "from jsonl"]
+    (proj / "cfg" / "extra.jsonl").write_text('{"vars": {"question": "from jsonl"}}\n'
+                                              '{"vars": "file://vars.yaml"}\n')
+    (proj / "cfg" / "vars.yaml").write_text("question: from a vars file\n")
+    qs = ["from a", "from b", "inline one", "from jsonl", "from a vars file"]
     write_contexts(proj, qs)
     r = run("capture", "cfg/promptfooconfig.yaml", "--retriever", "jsonl:ctx.jsonl", "--out",
             "fixtures/g")
