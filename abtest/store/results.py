@@ -60,6 +60,7 @@ class Store:
         self._cursors: list = []
         self._writer: GroupCommit | None = None
         self._gate = ReadGate()
+        self._active: set[str] = set()  # runs this process writes now (status "running")
         if not self.path.exists():
             if read_only or not create:
                 raise UserError("results store not found (run `abtest run` first)", file=str(self.path))
@@ -69,11 +70,10 @@ class Store:
         except duckdb.IOException as exc:
             msg = str(exc)
             if "lock" in msg.lower() and read_only:
-                from .readers import find_service
-
-                self._remote = find_service(self.path)
-            if self._remote is not None:  # a run is writing: it answers our reads
+                # a writer holds the file: read through it once it answers (a reader is never
+                # refused while the writer starts), or open the file should it come free
                 self.con = None
+                self._attach_reader(exc)
                 return
             if "lock" in msg.lower():
                 raise UserError("results store is in use by another abtest process (one writer at a "
@@ -87,6 +87,9 @@ class Store:
             raise UserError(f"not a valid results store: {str(exc).splitlines()[0]}",
                             file=str(self.path)) from None
         if not read_only:
+            from .readers import clear_stale
+
+            clear_stale(self.path)  # the file is ours: an address left there is a dead writer's
             self._migrate()
             self._writer = GroupCommit(self.con, self._gate)
             from .readers import ReadService
@@ -131,6 +134,61 @@ class Store:
                 flag.unlink()
             except OSError:
                 pass
+
+    def _attach_reader(self, exc: Exception) -> None:
+        """Read through the writing process, or open the file if it came free meanwhile.
+        Raises UserError when the writer does not answer within readers.READER_WAIT_S."""
+        from .readers import await_writer
+
+        how, got = await_writer(self.path, lambda: connect(self.path, True), exc)
+        if how == "remote":
+            self._remote, self.con = got, None
+            return
+        self._remote, self.con = None, got
+        self._check_schema()
+
+    def _writer_gone(self) -> None:
+        """The writing process stopped answering mid-way (it finished, or died): read the file
+        itself now, or through whichever process writes it next."""
+        import duckdb
+
+        with self.lock:
+            self._remote = None
+            try:
+                self.con = connect(self.path, True)
+                self._check_schema()
+            except duckdb.IOException as exc:
+                if "lock" not in str(exc).lower():
+                    raise UserError(f"cannot open results store: {str(exc).splitlines()[0]}",
+                                    file=str(self.path)) from None
+                self._attach_reader(exc)
+
+    def writing_runs(self) -> set[str] | None:
+        """The runs a live process is writing now: a run whose status says "running" but is
+        not among them was left so by a process that died (resume it). None when the writing
+        process does not say (an abtest from before it did)."""
+        if self._writer is not None:
+            return set(self._active)
+        if self._remote is None:
+            return set()   # this process reads the file itself: nobody is writing it
+        from .readers import find_service
+
+        info = find_service(self.path)   # fresh: the writer republishes as runs start and end
+        if info is None:
+            return set()
+        runs = info.get("runs")
+        return None if runs is None else set(runs)
+
+    def _note_status(self, run_id: str, status: Any) -> None:
+        if status is None:
+            return
+        before = set(self._active)
+        if status == "running":
+            self._active.add(run_id)
+        else:
+            self._active.discard(run_id)
+        if self._active != before and self._readers is not None:
+            self._readers.publish(self._active)
 
     @property
     def is_remote(self) -> bool:
@@ -232,9 +290,13 @@ class Store:
 
     def _rows(self, sql: str, params: Iterable = ()) -> list[dict[str, Any]]:
         if self._remote is not None:
-            from .readers import remote_rows
+            from .readers import WriterGone, remote_rows
 
-            return remote_rows(self._remote, sql, params, path=self.path)
+            try:
+                return remote_rows(self._remote, sql, params, path=self.path)
+            except WriterGone:
+                self._writer_gone()
+                return self._rows(sql, params)
         with self._gate.read():
             cur = self._cursor().execute(sql, list(params))
             names = [d[0] for d in cur.description]
@@ -260,6 +322,7 @@ class Store:
         row.setdefault("created_at", _now())
         row.setdefault("status", "running")
         self._insert("runs", row)
+        self._note_status(row["run_id"], row["status"])
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         rows = self._rows("SELECT * FROM runs WHERE run_id = ?", [run_id])
@@ -269,6 +332,7 @@ class Store:
         sets = ", ".join(f"{k} = ?" for k in fields)
         values = [*fields.values(), run_id]
         self._write([lambda con: con.execute(f"UPDATE runs SET {sets} WHERE run_id = ?", values)])
+        self._note_status(run_id, fields.get("status"))
 
     def list_runs(self, fixture_sha256: str | None = None) -> list[dict[str, Any]]:
         if fixture_sha256:
