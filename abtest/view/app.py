@@ -30,8 +30,22 @@ def _env():
     return env
 
 
-def create_app(store_path: str | Path):
-    """The ASGI app for one results store."""
+# Host names an app made without serve() answers (tests' TestClient, in-process use): the
+# loopback names on any port. serve() narrows this to the address it bound.
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "testserver")
+
+
+def allowed_hosts(host: str, port: int) -> frozenset[str]:
+    """The Host headers the server bound to host:port answers: the loopback names with its
+    port, and --host's own name. Any other name is a page that rebound its DNS name to this
+    machine (DNS rebinding) to read the store: refused."""
+    own = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return frozenset(f"{h}:{port}".lower() for h in ("127.0.0.1", "localhost", "[::1]", own))
+
+
+def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
+    """The ASGI app for one results store; `hosts` are the Host headers it answers (None:
+    the loopback names on any port, for an app not bound by serve())."""
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.middleware import Middleware
@@ -274,19 +288,36 @@ def create_app(store_path: str | Path):
               Route("/runs/{run_id}/review/draw", review_draw, methods=["POST"]),
               Route("/runs/{run_id}/cases/{case_id:path}", case),
               Route("/compare", compare), Route("/assets/{name}", asset)]
+    def host_ok(request) -> bool:
+        got = (request.headers.get("host") or "").strip().lower()
+        if hosts is not None:
+            return got in hosts
+        name = got.rsplit(":", 1)[0] if not got.endswith("]") else got
+        return name in LOOPBACK_NAMES
+
     async def headers(request, call_next):
-        resp = await call_next(request)
+        if not host_ok(request):
+            from starlette.responses import PlainTextResponse
+
+            resp = PlainTextResponse("abtest view answers only the address it serves on "
+                                     "(Host header refused)\n", status_code=400)
+        else:
+            resp = await call_next(request)
         # nothing is fetched from the network; model output can never run a script (the
         # full report is a self-contained page with its style inline and no script at all)
         if request.url.path.endswith("/report"):
             resp.headers["Content-Security-Policy"] = ("default-src 'none'; style-src "
                                                        "'unsafe-inline'; img-src data:; "
-                                                       "base-uri 'none'; form-action 'none'")
+                                                       "base-uri 'none'; form-action 'none'; "
+                                                       "frame-ancestors 'none'")
         else:
             # inline style attributes only: the report's figures colour their labels so
             resp.headers["Content-Security-Policy"] = ("default-src 'self'; img-src 'self' "
                                                        "data:; style-src 'self' 'unsafe-inline'; "
-                                                       "base-uri 'none'; form-action 'self'")
+                                                       "base-uri 'none'; form-action 'self'; "
+                                                       "frame-ancestors 'none'")
+        # no other site may frame a page (a click on a framed review form would label an item)
+        resp.headers["X-Frame-Options"] = "DENY"
         resp.headers["Referrer-Policy"] = "no-referrer"
         resp.headers["X-Content-Type-Options"] = "nosniff"
         return resp
@@ -319,8 +350,8 @@ def serve(store_path: str | Path, *, host: str = "127.0.0.1", port: int = 0,
     sock.listen(128)  # connections made before uvicorn starts wait in the backlog
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
-    config = uvicorn.Config(create_app(store_path), log_level="warning", access_log=False,
-                            lifespan="off")
+    config = uvicorn.Config(create_app(store_path, hosts=allowed_hosts(host, bound)),
+                            log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
     if on_ready is not None:
         on_ready(f"http://{shown}:{bound}/", server)
