@@ -260,7 +260,7 @@ def svg_forest(metrics: dict) -> str:
                    f"{esc(num(r['d'], signed=True))}  {esc(interval(r['lo'], r['hi']))}  "
                    f"{esc(r['p_kind'])} {esc(num(r['p']))}</text>")
         out.append(f'<text class="for-b" x="{W - right_w + 12}" y="{_c(cy + 12)}" font-size="11" '
-                   f'fill="{colour if r["for_b"] != "unclear" else "#57606a"}">'
+                   f'style="fill:{colour if r["for_b"] != "unclear" else "#57606a"}">'
                    f"{esc(r['direction'])}: {esc(verdict)}</text>")
         out.append("</g>")
     out.append("</svg>")
