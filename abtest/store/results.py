@@ -28,6 +28,9 @@ def _now():
 
 
 
+_TABLES_SEEN: set[tuple] = set()   # (store file, its inode, table) known to exist
+
+
 def _star(exclude: Iterable[str] = (), columns: Iterable[str] | None = None) -> str:
     """`*`, `* EXCLUDE (…)` or the named columns: each column read costs (DuckDB → Python),
     a wide text column most of a read."""
@@ -49,7 +52,10 @@ class Store:
     go through one group-commit thread.
     """
 
-    def __init__(self, path: str | os.PathLike, *, read_only: bool = False, create: bool = True):
+    def __init__(self, path: str | os.PathLike, *, read_only: bool = False, create: bool = True,
+                 through: dict | None = None):
+        """`through`: read through this writer's published address (readers.find_service)
+        without trying the file first, for a reader that already knows a run writes it."""
         import duckdb
 
         self.path = Path(path)
@@ -61,6 +67,9 @@ class Store:
         self._writer: GroupCommit | None = None
         self._gate = ReadGate()
         self._active: set[str] = set()  # runs this process writes now (status "running")
+        if through is not None and read_only:
+            self._remote, self.con = through, None
+            return
         if not self.path.exists():
             if read_only or not create:
                 raise UserError("results store not found (run `abtest run` first)", file=str(self.path))
@@ -191,6 +200,11 @@ class Store:
             self._readers.publish(self._active)
 
     @property
+    def remote_address(self) -> dict | None:
+        """The writing process's published address this handle reads through (else None)."""
+        return self._remote
+
+    @property
     def is_remote(self) -> bool:
         """Reads go to the process writing the store (it holds the file)."""
         return self._remote is not None
@@ -297,11 +311,17 @@ class Store:
             except WriterGone:
                 self._writer_gone()
                 return self._rows(sql, params)
+        names, rows = self._raw(sql, params)
+        return [dict(zip(names, r)) for r in rows]
+
+    def _raw(self, sql: str, params: Iterable = ()) -> tuple[list[str], list[tuple]]:
+        """Column names and row tuples of a read on this process's own file (what the read
+        service sends another process: one list of names, not a dict per row)."""
         with self._gate.read():
             cur = self._cursor().execute(sql, list(params))
             names = [d[0] for d in cur.description]
             rows = cur.fetchall()
-        return [dict(zip(names, r)) for r in rows]
+        return names, rows
 
     def bulk_insert(self, table: str, rows: list[dict[str, Any]]) -> None:
         """Many rows of one table in one transaction (imports, synthetic benchmarks)."""
@@ -334,11 +354,15 @@ class Store:
         self._write([lambda con: con.execute(f"UPDATE runs SET {sets} WHERE run_id = ?", values)])
         self._note_status(run_id, fields.get("status"))
 
-    def list_runs(self, fixture_sha256: str | None = None) -> list[dict[str, Any]]:
+    def list_runs(self, fixture_sha256: str | None = None, *,
+                  columns: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Runs, oldest first; columns= reads only those named (a run's config and info are
+        most of its row: the view's runs page reads 200 of them through a writing process)."""
+        sel = _star((), columns)
         if fixture_sha256:
-            return self._rows("SELECT * FROM runs WHERE fixture_sha256 = ? ORDER BY created_at",
-                              [fixture_sha256])
-        return self._rows("SELECT * FROM runs ORDER BY created_at")
+            return self._rows(f"SELECT {sel} FROM runs WHERE fixture_sha256 = ? ORDER BY "
+                              "created_at", [fixture_sha256])
+        return self._rows(f"SELECT {sel} FROM runs ORDER BY created_at")
 
     def latest_run_id(self, kind: str | None = None) -> str | None:
         where, args = ("WHERE kind = ? ", [kind]) if kind else ("", [])
@@ -630,9 +654,19 @@ class Store:
                                              "summary_json": json.dumps(summary)}])
 
     def has_table(self, name: str) -> bool:
-        """False for a table a newer migration adds, on an older store opened read-only."""
-        return bool(self._rows("SELECT 1 AS x FROM duckdb_tables() WHERE table_name = ? AND "
-                               "schema_name = 'main'", [name]))
+        """False for a table a newer migration adds, on an older store opened read-only. A
+        table a store has, it keeps (migrations only add): that is remembered per file."""
+        try:
+            key = (str(self.path.resolve()), os.stat(self.path).st_ino, name)
+        except OSError:
+            key = None
+        if key in _TABLES_SEEN:
+            return True
+        found = bool(self._rows("SELECT 1 AS x FROM duckdb_tables() WHERE table_name = ? AND "
+                                "schema_name = 'main'", [name]))
+        if found and key is not None:
+            _TABLES_SEEN.add(key)
+        return found
 
     def run_summaries(self) -> dict[str, dict[str, Any]]:
         """Stored summaries by run id, each with the state it was built from ({} on a store
@@ -660,26 +694,31 @@ class Store:
         if not ids:
             return {}
         has_live = self.has_table("live_items")
-        answers = ("SELECT run_id, case_id, variant, error, true AS judged_needed FROM "
-                   "generations WHERE list_contains($1, run_id)")
+        # run_id IN (…): DuckDB skips the row groups of other runs (list_contains scans all)
+        mine = f"run_id IN ({', '.join('?' * len(ids))})"
+        answers = (f"SELECT run_id, case_id, variant, error, false AS judged_needed FROM "
+                   f"generations WHERE {mine}")
+        params = list(ids)
         if has_live:
-            answers = ("SELECT run_id, case_id, variant, error, false AS judged_needed FROM "
-                       "generations WHERE list_contains($1, run_id) UNION ALL SELECT run_id, "
-                       "case_id, variant, coalesce(error, CASE WHEN answer IS NULL THEN 'no "
-                       "answer' END), true FROM live_items WHERE list_contains($1, run_id)")
+            answers += (" UNION ALL SELECT run_id, case_id, variant, coalesce(error, CASE WHEN "
+                        f"answer IS NULL THEN 'no answer' END), true FROM live_items WHERE {mine}")
+            params += ids
+        params += ids
+        if has_live:
+            params += ids
         rows = self._rows(
             f"WITH g AS (SELECT run_id, case_id, count(DISTINCT variant) AS nv, count(error) AS "
             f"ne, bool_or(judged_needed) AS live FROM ({answers}) GROUP BY run_id, case_id), "
             "j AS (SELECT run_id, case_id, count(error) AS ne FROM judgments WHERE "
-            "list_contains($1, run_id) AND sample = 0 GROUP BY run_id, case_id"
-            + (" UNION ALL SELECT run_id, case_id, 0 FROM checks WHERE list_contains($1, "
-               "run_id) GROUP BY run_id, case_id" if has_live else "") + "), "
+            f"{mine} AND sample = 0 GROUP BY run_id, case_id"
+            + (f" UNION ALL SELECT run_id, case_id, 0 FROM checks WHERE {mine} "
+               "GROUP BY run_id, case_id" if has_live else "") + "), "
             "jj AS (SELECT run_id, case_id, sum(ne) AS ne FROM j GROUP BY run_id, case_id) "
             "SELECT g.run_id, count(*) AS started, "
             "count(*) FILTER (WHERE g.nv = 2 AND g.ne = 0 AND coalesce(jj.ne, 0) = 0 AND "
             "(NOT g.live OR jj.case_id IS NOT NULL)) AS finished, "
             "count(*) FILTER (WHERE g.ne > 0 OR coalesce(jj.ne, 0) > 0) AS errored "
-            "FROM g LEFT JOIN jj USING (run_id, case_id) GROUP BY g.run_id", [ids])
+            "FROM g LEFT JOIN jj USING (run_id, case_id) GROUP BY g.run_id", params)
         out = {rid: {"started": 0, "finished": 0, "errored": 0} for rid in ids}
         for r in rows:
             out[r["run_id"]] = {k: int(r[k] or 0) for k in ("started", "finished", "errored")}
