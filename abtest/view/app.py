@@ -116,6 +116,12 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
             store.close()
         return JSONResponse(out)
 
+    def _state_of(store, run, rep) -> str:
+        from ..runs import activity
+
+        state = activity(store, run)
+        return "incomplete" if state == "complete" and rep["status"] != "complete" else state
+
     def run_and_progress(request):
         """The run, where it is (progress), and its report unless it is running (a running
         run's page shows progress only: nothing is estimated, nothing to build)."""
@@ -126,6 +132,8 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
             run = load_run(store, request.path_params["run_id"])
             prog = data.progress(store, run, activity(store, run))
             rep = None if prog["state"] == "running" else data.report_of(store, run)
+            if rep is not None and rep["status"] != "complete" and prog["state"] == "complete":
+                prog = data.progress(store, run, "incomplete")   # the report counts unfinished
         except UserError as exc:
             raise HTTPException(404, exc.line()) from None
         finally:
@@ -205,13 +213,11 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
         return HTMLResponse(html.replace("<main>", "<main>" + back, 1))
 
     async def cases(request):
-        from ..runs import activity
-
         from . import cases as listing
 
         store, run, rep = with_run(request)
         try:
-            prog = data.progress(store, run, activity(store, run))
+            prog = data.progress(store, run, _state_of(store, run, rep))
         finally:
             store.close()
         query = listing.Query.parse(request.query_params)
@@ -222,14 +228,12 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
                     issues=sorted(rep.get("taxonomy") or {}))
 
     async def case(request):
-        from ..runs import activity
-
         from . import cases as listing
 
         store, run, rep = with_run(request)
         try:
             detail = data.case_detail(store, run, rep, request.path_params["case_id"])
-            prog = data.progress(store, run, activity(store, run))
+            prog = data.progress(store, run, _state_of(store, run, rep))
         except UserError as exc:
             raise HTTPException(404, exc.line()) from None
         finally:

@@ -39,8 +39,12 @@ def progress(store, run: dict, state: str | None = None) -> dict[str, Any]:
     from ..runs import activity, resume_hint
 
     state = state or activity(store, run)
-    p = store.run_progress([run["run_id"]])[run["run_id"]]
     n = run.get("n_cases") or 0
+    if state == "complete":   # every case finished: nothing to count
+        return {"state": state, "n_cases": n, "started": n, "finished": n, "errored": 0,
+                "not_started": 0, "line": f"complete: {n} of {n} cases finished", "hint": None,
+                "why": ""}
+    p = store.run_progress([run["run_id"]])[run["run_id"]]
     line = f"{state}: {p['finished']} of {n} cases finished"
     if p["errored"]:
         line += f", {p['errored']} with an error"
@@ -122,6 +126,12 @@ def claim_line(rep: dict) -> tuple[bool, str]:
     return s["licensed"], s["claim"]
 
 
+# what the runs page reads of each run (state_of needs status and finished_at)
+RUN_COLUMNS = ("run_id", "kind", "status", "created_at", "finished_at", "fixture_name",
+               "corpus_version", "variant_a_name", "variant_b_name", "generator_model",
+               "judge_model", "n_cases")
+
+
 def _run_row(run: dict) -> dict[str, Any]:
     return {"run_id": run["run_id"], "kind": run["kind"], "status": run["status"],
             "created_at": str(run["created_at"])[:19], "fixture": run["fixture_name"],
@@ -156,7 +166,7 @@ def runs_overview(store) -> list[dict]:
     from ..report.summary import state_of
     from ..runs import activity
 
-    runs = list(reversed(store.list_runs()))
+    runs = list(reversed(store.list_runs(columns=RUN_COLUMNS)))
     stored, labels = store.run_summaries(), store.labels_states()
     marked = [r["run_id"] for r in runs if r["status"] == "running"]
     prog = store.run_progress(marked)

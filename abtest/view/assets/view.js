@@ -62,7 +62,7 @@
   // ------------------------------------------------------------ the cases list (URL state)
   // The same rules as abtest/view/cases.py: a checked flag needs "yes"; a chosen value must
   // be one of the row's words; the free-text search is the server's (data-match). Sorting:
-  // numbers as numbers, text as lowercase strings, blanks last, ties in the report's order.
+  // numbers as numbers, text as lowercase strings, blanks last, ties by case id.
   var SELECTS = ["incident", "answerable", "finished", "category", "issue"];
 
   function casesState(form) {
@@ -113,19 +113,22 @@
     if (col < 0) col = 0;
     var num = ths[col].dataset.kind === "num";
     var key = function (tr) {
-      var raw = tr.cells[col].dataset.sort;
-      if (raw === undefined || raw === "") return null;
+      var td = tr.cells[col];
+      var raw = td.dataset.sort !== undefined ? td.dataset.sort : td.textContent;  // as written
+      if (raw === "") return null;
       return num ? parseFloat(raw) : raw.toLowerCase();
     };
     var body = table.tBodies[0];
-    rows(table).map(function (tr) { return [key(tr), +tr.dataset.idx, tr]; })
+    // ties keep the report's order, which is by case id (as strings, not lowercased)
+    var byId = function (a, b) { return a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0; };
+    rows(table).map(function (tr) { return [key(tr), tr.cells[0].textContent, tr]; })
       .sort(function (a, b) {
         if (a[0] === null || b[0] === null) {
-          if (a[0] === null && b[0] === null) return a[1] - b[1];
+          if (a[0] === null && b[0] === null) return byId(a, b);
           return a[0] === null ? 1 : -1;   // blanks last, either way
         }
         var c = a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0;
-        return (st.desc ? -c : c) || a[1] - b[1];
+        return (st.desc ? -c : c) || byId(a, b);
       })
       .forEach(function (x) { body.appendChild(x[2]); });
     ths.forEach(function (th) {
@@ -225,7 +228,10 @@
     };
     window.addEventListener("popstate", sync);
     window.addEventListener("pageshow", function (e) { if (e.persisted) sync(); });
-    sync();
+    // the server rendered the URL's list: redo it only if the controls say otherwise (a
+    // browser that restored a control's old value), not on every load of 1,000 rows
+    var now = casesState(form), want = stateFromURL();
+    if (JSON.stringify([now.only, now.select]) !== JSON.stringify([want.only, want.select])) sync();
   }
 
   // ------------------------------------------------------------ a case: claims ↔ chunks, j/k
@@ -405,7 +411,10 @@
           var tmp = document.createElement("tbody");
           tmp.innerHTML = html.trim();   // the row as the server renders it (escaped there)
           var fresh = tmp.querySelector("tr");
-          if (fresh && tr.parentNode) tr.parentNode.replaceChild(fresh, tr);
+          if (!fresh || !tr.parentNode) return;
+          fresh.dataset.idx = tr.dataset.idx || "";             // its place for the sort
+          fresh.classList.toggle("hidden", tr.classList.contains("hidden"));  // and filters
+          tr.parentNode.replaceChild(fresh, tr);
         }).catch(function () {}).then(next);
     }
     next(); next();
