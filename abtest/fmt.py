@@ -41,10 +41,19 @@ def _finite(x: Any) -> bool:
 
 
 def interval(lo: Any, hi: Any, nd: int = 3) -> str:
-    """'[lo, hi]', or 'n/a' when either end is missing or not a finite number."""
+    """'[lo, hi]', or 'n/a' when either end is missing or not a finite number. The ends are
+    rounded to `nd` decimals, as the estimate they bracket is: an interval is never printed in
+    scientific notation (a kappa interval of ±1.8e-09 is float noise around 0: [0.000, 0.000])."""
     if not (_finite(lo) and _finite(hi)):
         return "n/a"
-    return f"[{num(lo, nd)}, {num(hi, nd)}]"
+    return f"[{_end(lo, nd)}, {_end(hi, nd)}]"
+
+
+def _end(x: Any, nd: int) -> str:
+    if isinstance(x, int):
+        return str(x)
+    r = round(float(x), nd)
+    return f"{r + 0.0 if r else 0.0:.{nd}f}"   # never "-0.000"
 
 
 def clip(text: Any, n: int) -> str:

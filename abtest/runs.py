@@ -22,6 +22,38 @@ def load_run(store, run_id: str) -> dict:
     return run
 
 
+def activity(store, run: dict, writing: "set[str] | None | bool" = False) -> str:
+    """What a run is doing now: its stored status, except that a run stored as "running" is
+    running only while a live process writes it. One whose process died (kill -9, a crash,
+    a machine restart) is "interrupted": `--resume` continues it. A running run must never be
+    told to resume (that would start a second writer)."""
+    if run["status"] != "running":
+        return run["status"]
+    if writing is False:   # not given (a caller over many runs asks the store once)
+        writing = store.writing_runs()
+    return "running" if writing is None or run["run_id"] in writing else "interrupted"
+
+
+def resume_hint(run: dict, batch: bool = False) -> str:
+    """The command that continues this run (its id, fixture and variants as stored; with
+    --batch when provider batches are out)."""
+    from shlex import quote
+
+    info = json.loads(run.get("info_json") or "{}")
+    if run.get("kind") == "live":
+        return f"abtest live … --run-id {quote(run['run_id'])} --resume"
+    parts = ["abtest run", "--fixture", quote(str(run.get("fixture_path") or "…")),
+             "--a", quote(str(run.get("variant_a_path") or "…")),
+             "--b", quote(str(run.get("variant_b_path") or "…")),
+             "--run-id", quote(run["run_id"]), "--resume"]
+    shard = info.get("shard")
+    if shard:
+        parts.append(f"--shard {shard[0]}/{shard[1]}")
+    if batch:
+        parts.append("--batch")
+    return " ".join(parts)
+
+
 def resolve_run(store, ref: str, kind: str | None = None) -> str:
     """A run named by id, by a unique id prefix, or as `latest` (the newest run, of `kind`
     when given); a ref that matches nothing is returned as it is, for `load_run` to refuse."""

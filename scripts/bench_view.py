@@ -15,6 +15,14 @@ tab and again from the cases page (the browser then also unloads the 1,000-row t
     python scripts/bench_view.py --runs 20 --cases 1000      # quicker
 
 Targets (issue 24): runs page and run page < 300 ms, case page < 100 ms.
+
+With a running run writing beside it (issue 33, the default; `--no-writer` without): a second
+process takes the store for writing, as `abtest run` does, and writes a running run's cases
+(both answers, then each judgment, as the runner writes them: one case every 0.5 s by default,
+`--writer-every`; bench_overhead.py's provider, 0.2 s a call at concurrency 4, finishes about
+two cases a second) while the pages are timed, so every page reads through that process
+(`store.readers`). The summaries the runs page reads are
+stored by that process too (the file is its own), when the bench asks it to.
 """
 
 from __future__ import annotations
@@ -70,6 +78,58 @@ def fill(tmp: Path, runs: int, n: int) -> Path:
     return path
 
 
+def writer(path: Path, every: float) -> None:
+    """The process that writes beside the view: a running run, one case at a time; on a line
+    'summaries' from stdin it keeps every finished run's summary, on 'stop' it ends the run."""
+    import sys
+
+    from abtest.models import Config
+    from abtest.reporting.summary import refresh_summary
+    from abtest.store import Store
+
+    s = Store(path)
+    first = s.get_run("bench-0000")
+    rid = "bench-live"
+    s.create_run({**{k: first[k] for k in ("fixture_name", "fixture_path", "fixture_sha256",
+                                           "n_cases", "variant_a_name", "variant_a_sha256",
+                                           "variant_b_name", "variant_b_sha256",
+                                           "generator_model", "judge_model", "comparison_kind")},
+                  "run_id": rid, "config_json": Config().model_dump_json(), "info_json": "{}",
+                  "status": "running"})
+    stop = threading.Event()
+
+    def write_cases() -> None:
+        rng = random.Random(1)
+        for i in range(first["n_cases"]):
+            if stop.wait(every):
+                return
+            cid = f"q{i:06d}"
+            s.put_generations([{"run_id": rid, "case_id": cid, "variant": v, "answer": f"ans {v}",
+                                "context_sha256": "x", "messages_json": json.dumps(
+                                    [{"role": "user", "content": v}])} for v in ("A", "B")], [])
+            for v in ("A", "B"):
+                s.put_judgment({"run_id": rid, "case_id": cid, "judge": "faithfulness",
+                                "subject": v, "verdict": "scored", "score": rng.random()})
+            for o in ("AB", "BA"):
+                s.put_judgment({"run_id": rid, "case_id": cid, "judge": "pairwise", "subject": o,
+                                "verdict": rng.choice(["A", "B", "tie"])})
+
+    t = threading.Thread(target=write_cases, daemon=True)
+    t.start()
+    print("writing", flush=True)
+    for line in sys.stdin:
+        if line.strip() == "summaries":
+            for run in s.list_runs():
+                if run["status"] != "running":
+                    refresh_summary(s, run["run_id"])
+            print("done", flush=True)
+        elif line.strip() == "stop":
+            break
+    stop.set()
+    t.join()
+    s.close()
+
+
 def keep_summaries(path: Path) -> None:
     from abtest.reporting.summary import refresh_summary
     from abtest.store import Store
@@ -101,7 +161,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--cases", type=int, default=1000)
+    ap.add_argument("--no-writer", action="store_true",
+                    help="no running run writing beside the view")
+    ap.add_argument("--writer-every", type=float, default=0.5,
+                    help="seconds between the running run's cases (default 0.5)")
+    ap.add_argument("--writer", help=argparse.SUPPRESS)   # the writing process itself
     args = ap.parse_args()
+    if args.writer:
+        writer(Path(args.writer), args.writer_every)
+        return
     from playwright.sync_api import sync_playwright
 
     from abtest.view.app import serve
@@ -111,6 +179,17 @@ def main() -> None:
         path = fill(Path(tmp), args.runs, args.cases)
         print(f"store: {args.runs} runs × {args.cases} cases, filled in "
               f"{time.monotonic() - t0:.0f} s (not timed)")
+        proc = None
+        if not args.no_writer:
+            import subprocess
+            import sys
+
+            proc = subprocess.Popen([sys.executable, __file__, "--writer", str(path),
+                                     "--writer-every", str(args.writer_every)],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            assert proc.stdout.readline().strip() == "writing"
+            print(f"a running run writes beside the view (a case every {args.writer_every} s); "
+                  "every page reads through its process")
         box, ready = {}, threading.Event()
 
         def on_ready(url, srv):
@@ -135,7 +214,12 @@ def main() -> None:
             rows.append(("runs page, no summary stored (claims fill in after)", ttfb, dom, 300))
             page.goto("about:blank")  # stop the page asking for the missing summaries
             t1 = time.monotonic()
-            keep_summaries(path)
+            if proc is not None:
+                proc.stdin.write("summaries\n")
+                proc.stdin.flush()
+                assert proc.stdout.readline().strip() == "done"
+            else:
+                keep_summaries(path)
             print(f"summaries kept for {args.runs} runs in {time.monotonic() - t1:.0f} s "
                   "(as `abtest run` does at the end of each run; not timed)")
             for label, target, goal in (
@@ -153,6 +237,10 @@ def main() -> None:
             rows.append(("case page, fresh tab", ttfb, dom, 100))
             b.close()
         box["srv"].should_exit = True
+        if proc is not None:
+            proc.stdin.write("stop\n")
+            proc.stdin.flush()
+            proc.wait(timeout=120)
     print(f"{'page':54} {'first byte':>12} {'DOM ready':>12} {'target':>8}  met")
     for label, ttfb, dom, goal in rows:
         print(f"{label:54} {ttfb:10.0f} ms {dom:10.0f} ms {goal:6d} ms  {'yes' if dom < goal else 'no'}")

@@ -143,3 +143,95 @@ def test_a_run_started_while_the_view_holds_the_store_gets_it(tmp_path, monkeypa
         assert not (store.parent / "abtest.duckdb.wait").exists()
     finally:
         srv.stop()
+
+
+WRITER = r"""
+import sys, time
+from abtest.store import Store
+
+path, hold = sys.argv[1], float(sys.argv[2])
+real_migrate = Store._migrate
+
+def slow_migrate(self):   # a writer that has taken the file but does not listen yet
+    real_migrate(self)
+    print("locked", flush=True)
+    time.sleep(3)
+
+Store._migrate = slow_migrate
+s = Store(path)
+s.create_run({"run_id": "w1", "kind": "frozen"})
+print("listening", flush=True)
+time.sleep(hold)
+s.update_run("w1", status="complete")
+s.close()
+"""
+
+
+def test_a_reader_waits_for_a_starting_writer_instead_of_being_refused(tmp_path, monkeypatch):
+    """`abtest report` of a finished run, started while another process has just taken the
+    store for writing (it holds the file, but does not answer reads yet) and a dead writer's
+    address is still there: the reader waits, saying so on stderr, and reads through the
+    writer once it answers."""
+    from fakes import Brain, install
+
+    from abtest.store.readers import sidecar
+
+    install(Brain())
+    proj = make_project(tmp_path / "p")
+    monkeypatch.chdir(proj)
+    r = CliRunner().invoke(cli, RUN + ["--run-id", "one"])
+    assert r.exit_code == 0, r.stderr
+    want = json.loads(CliRunner().invoke(cli, ["report", "one", "--format", "json"]).stdout)
+    store = proj / "results" / "abtest.duckdb"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(store), "4"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "locked", writer.stderr.read()
+        # an address a dead writer left (a live pid, a closed port), as after a kill -9 of a
+        # process nobody reaped
+        import socket
+
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        dead_port = sock.getsockname()[1]
+        sock.close()
+        sidecar(store).write_text(json.dumps({"pid": os.getpid(), "token": "0" * 32,
+                                              "url": f"http://127.0.0.1:{dead_port}/rows"}))
+        t0 = time.monotonic()
+        rep = subprocess.run([sys.executable, "-m", "abtest.cli", "report", "one", "--format",
+                              "json"], capture_output=True, text=True, timeout=120)
+        waited = time.monotonic() - t0
+        assert rep.returncode == 0, rep.stderr
+        got = json.loads(rep.stdout)
+        for k in ("generated_at",):
+            got.pop(k), want.pop(k, None)
+        assert got == {k: v for k, v in want.items() if k != "generated_at"}
+        assert "waiting for it to answer reads" in rep.stderr   # the progress line
+        assert writer.poll() is None and waited < 60            # read while the writer ran
+    finally:
+        out, err = writer.communicate(timeout=60)
+    assert writer.returncode == 0, err
+    assert "listening" in out
+
+
+def test_a_reader_waits_only_so_long_for_a_writer_that_never_answers(tmp_path, monkeypatch):
+    from abtest.errors import UserError
+    from abtest.store import Store
+    from abtest.store import readers
+
+    path = tmp_path / "s.duckdb"
+    Store(path).close()
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; "
+                               "c = duckdb.connect(sys.argv[1]); print('held', flush=True); "
+                               "time.sleep(30)", str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        monkeypatch.setattr(readers, "READER_WAIT_S", 1.5)
+        t0 = time.monotonic()
+        with pytest.raises(UserError, match=rf"pid {holder.pid}\), which has not answered reads "
+                                            r"for 2 s"):
+            Store(path, read_only=True, create=False)
+        assert 1.4 < time.monotonic() - t0 < 15
+    finally:
+        holder.kill()
+        holder.wait()

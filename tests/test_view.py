@@ -72,7 +72,7 @@ def test_pages_and_errors_over_http(server):
 
     asset = re.search(r'src="/(assets/view\.js\?v=[0-9a-f]{12})"', page).group(1)
     with urllib.request.urlopen(url + asset) as resp:  # fetched once: its URL names its bytes
-        assert "immutable" in resp.headers["Cache-Control"] and b"applyFilters" in resp.read()
+        assert "immutable" in resp.headers["Cache-Control"] and b"rowPasses" in resp.read()
     for path, code in ((f"runs/{rep['run_id']}", 200), ("runs/nope", 404),
                        (f"runs/{rep['run_id']}/cases/nope", 404), ("assets/../x", 404)):
         try:
@@ -124,31 +124,33 @@ def test_click_through_a_run_in_chromium(server, tmp_path):
             page.check("#only-flipped")
             visible = page.locator("tr.case-row:not(.hidden) a.case-link")
             assert sorted(visible.all_inner_texts()) == sorted(flipped)
-            assert page.inner_text("#shown-count") == f"{len(flipped)} of {len(rep['per_case'])} shown"
+            assert page.inner_text("#n-shown") == str(len(flipped))
+            assert page.inner_text("#shown-count").startswith(
+                f"{len(flipped)} of {len(rep['per_case'])} cases shown")
             page.screenshot(path=str(shots / "3-cases-flipped.png"), full_page=True)
             # a link can preset a filter (the run page's "all incidents" link does)
             page.goto(f"{url}runs/{rep['run_id']}/cases?only=incident")
             want = sorted({i["case_id"] for i in rep["incidents"]})
-            assert want and page.is_checked("#only-incidents")
+            assert want and page.input_value("#filter-incident") == "any"
             assert sorted(page.locator("tr.case-row:not(.hidden) a.case-link")
                           .all_inner_texts()) == want
             page.go_back()
             page.wait_for_selector("#cases-table")
             visible = page.locator("tr.case-row:not(.hidden) a.case-link")
-            # one case, side by side: hover a claim, its chunk lights up
+            # one case, side by side: click a claim, its chunk lights up and stays lit
             visible.first.click()
             page.wait_for_selector("#context")
             claim = page.locator(".claim[data-chunk]:not([data-chunk=''])").first
             chunk_id = claim.get_attribute("data-chunk")
             chunk = page.locator(f".chunk[data-chunk='{chunk_id}']")
             assert "lit" not in (chunk.get_attribute("class") or "")
-            claim.hover()
+            claim.click()
             page.wait_for_function("id => [...document.querySelectorAll('.chunk')]"
                                    ".some(c => c.dataset.chunk === id && c.classList.contains('lit'))",
                                    arg=chunk_id)
-            page.screenshot(path=str(shots / "4-case-hover.png"), full_page=True)
+            page.screenshot(path=str(shots / "4-case-pinned.png"), full_page=True)
             page.mouse.move(0, 0)
-            assert "lit" not in (chunk.get_attribute("class") or "")
+            assert "lit" in (chunk.get_attribute("class") or "")
             # click the chunk: the claims checked against it light up
             chunk.click()
             lit = page.locator(".claim.lit")

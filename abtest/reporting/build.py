@@ -154,10 +154,23 @@ def _build_report(store, run_id: str, config=None) -> dict:
     }
     if info.get("budget"):
         report["budget"] = info["budget"]
+    incomplete_reason = None
     if status != "complete":
-        report["estimates_withheld"] = (
-            f"incomplete run: {len(unfinished)} case(s) unfinished; no metric, p-value or "
-            "interval is shown until every case is finished (`abtest run --resume`)")
+        from ..runs import activity, resume_hint
+
+        if activity(store, run) == "running":   # never told to resume: a second writer
+            report["estimates_withheld"] = (
+                f"running: {len(finished)} of {len(all_ids)} cases finished; no metric, p-value "
+                "or interval is shown until every case is finished")
+            incomplete_reason = (f"running: {len(finished)} of {len(all_ids)} cases finished; "
+                                 "no claim until every case is finished")
+        else:
+            hint = resume_hint(run, batch=bool(waiting))
+            report["estimates_withheld"] = (
+                f"incomplete run: {len(unfinished)} case(s) unfinished; no metric, p-value or "
+                f"interval is shown until every case is finished (`{hint}`)")
+            incomplete_reason = (f"incomplete run: {len(unfinished)} case(s) unfinished; nothing "
+                                 f"is estimated until it is complete (`{hint}`)")
     report["judge_noise"] = _judge_noise(judg, cfg) if status == "complete" else None
     if status == "complete" and store.human_labels(run_id):
         from ..review.ppi import ppi_headlines
@@ -167,8 +180,9 @@ def _build_report(store, run_id: str, config=None) -> dict:
 
     report["golden"] = draft_summary(list(cases.values())) if cases else None
     report["prompt_diff"] = _prompt_diff(store.prompt_pair(run_id))
-    report["claim"] = licensed_claim(report, cfg)
-    report["taxonomy"], report["remediation"] = _taxonomy(report, finished, jv, chk_by, cases)
+    report["claim"] = licensed_claim(report, cfg, incomplete_reason=incomplete_reason)
+    report["taxonomy"], report["remediation"] = _taxonomy(report, finished, jv, chk_by, cases,
+                                                          cfg.gates.incident_faithfulness)
     report["per_case"] = _per_case(all_ids, finished, cases, gen_by, jv, outcomes, chk_by,
                                    errors_by_case)
     report["flipped"] = [r["case_id"] for r in report["per_case"] if r.get("flipped")]
@@ -321,31 +335,30 @@ INCIDENT_CHUNK_CHARS = 400  # enough of a chunk to check a statement against, no
 
 
 def _incidents(finished, jv, claims, gen_by, cases, cfg) -> list[dict]:
-    by_case_v: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for c in claims:
-        by_case_v[(c["case_id"], c["variant"])].append(c)
+    from . import incidents
+
+    score_of = {v: {cid: j.get("score") for cid, j in jv.get(("faithfulness", v), _NONE).items()}
+                for v in ("A", "B")}
     out = []
-    faith = {v: jv.get(("faithfulness", v), _NONE) for v in ("A", "B")}
-    for cid in finished:
-        for v in ("A", "B"):
-            j = faith[v].get(cid)
-            if not j or j.get("score") is None or j["score"] >= cfg.gates.incident_faithfulness:
-                continue
-            case = cases.get(cid, {})
-            out.append({"case_id": cid, "variant": v, "faithfulness": j["score"],
-                        "question": case.get("question"),
-                        "answer": (gen_by.get((cid, v)) or {}).get("answer"),
-                        "unsupported": [{"claim": c["claim"], "verdict": c["verdict"]}
-                                        for c in by_case_v[(cid, v)] if c["verdict"] != "supported"],
-                        "context_ids": [ch["id"] for ch in case.get("context", [])],
-                        "context": [{"id": ch["id"],
-                                     "text": clip(ch.get("text"), INCIDENT_CHUNK_CHARS)}
-                                    for ch in case.get("context", [])]})
+    for inc in incidents.find(finished, score_of, claims, cfg.gates.incident_faithfulness):
+        cid, v = inc["case_id"], inc["variant"]
+        case = cases.get(cid, {})
+        out.append({"case_id": cid, "variant": v, "faithfulness": inc["faithfulness"],
+                    "question": case.get("question"),
+                    "answer": (gen_by.get((cid, v)) or {}).get("answer"),
+                    "unsupported": inc["unsupported"],
+                    "context_ids": [ch["id"] for ch in case.get("context", [])],
+                    "context": [{"id": ch["id"],
+                                 "text": clip(ch.get("text"), INCIDENT_CHUNK_CHARS)}
+                                for ch in case.get("context", [])]})
     return out
 
 
-def _taxonomy(report, finished, jv, chk, cases):
-    """Classify low cases (variant B) and turn FAILs and incidents into a backlog."""
+def _taxonomy(report, finished, jv, chk, cases, threshold: float = 0.85):
+    """Classify low cases (variant B) and turn FAILs and incidents into a backlog (an
+    unsupported-claim case is one of B's incidents: the same threshold)."""
+    from . import incidents
+
     kinds: dict[str, list[str]] = defaultdict(list)
     faith_b = jv.get(("faithfulness", "B"), _NONE)
     keywords = jv.get(("keywords", "case"), _NONE)
@@ -356,8 +369,7 @@ def _taxonomy(report, finished, jv, chk, cases):
         ctx = {ch["id"] for ch in case.get("context", [])}
         if case.get("answerable", True) and rel and not (rel & ctx):
             kinds["retrieval_miss"].append(cid)
-        f = (faith_b.get(cid) or _NONE).get("score")
-        if f is not None and f < 0.85:
+        if incidents.is_incident((faith_b.get(cid) or _NONE).get("score"), threshold):
             kinds["unsupported_claim"].append(cid)
         cb = chk.get((cid, "B"), {})
         if cb.get("citations_resolve") is False or cb.get("citations_present") is False:
@@ -379,12 +391,11 @@ def _taxonomy(report, finished, jv, chk, cases):
             "incorrect_refusal": "P2", "weak_sourcing": "P2", "banned_phrase": "P2",
             "formatting_drift": "P3",
             "keyword_gap": "P3"}
-    for inc in report["incidents"]:
-        if inc["variant"] == "B":
-            backlog.append({"priority": "P1", "item": f"hallucination incident in case {inc['case_id']} "
-                            f"(faithfulness {inc['faithfulness']:.2f})",
-                            "likely_cause": REMEDIES["unsupported_claim"][0],
-                            "remedy": REMEDIES["unsupported_claim"][1]})
+    for inc in incidents.of(report, "B"):
+        backlog.append({"priority": "P1", "item": f"hallucination incident in B, case "
+                        f"{inc['case_id']} (faithfulness {inc['faithfulness']:.2f})",
+                        "likely_cause": REMEDIES["unsupported_claim"][0],
+                        "remedy": REMEDIES["unsupported_claim"][1]})
     for kind, ids in kinds.items():
         cause, remedy = REMEDIES[kind]
         backlog.append({"priority": prio[kind], "item": f"{kind.replace('_', ' ')}: {len(ids)} case(s) "

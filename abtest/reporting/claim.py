@@ -128,12 +128,15 @@ def validation_reasons(val: dict, judges: Iterable[str] | None = None) -> list[s
     return out
 
 
-def licensed_claim(report: dict, cfg) -> dict:
-    """The licensed sentence only when every condition holds; otherwise exactly why not."""
+def licensed_claim(report: dict, cfg, *, incomplete_reason: str | None = None) -> dict:
+    """The licensed sentence only when every condition holds; otherwise exactly why not.
+    `incomplete_reason` says why an incomplete run is so, and what to do (the builder knows
+    whether it is still running, or how to resume it)."""
     reasons = []
     m = report["metrics"]
     if report["status"] != "complete":
-        reasons.append(f"incomplete run: {len(report['unfinished_cases'])} case(s) unfinished; "
+        reasons.append(incomplete_reason or
+                       f"incomplete run: {len(report['unfinished_cases'])} case(s) unfinished; "
                        "nothing is estimated until it is complete (`abtest run --resume`)")
     if report["comparison_kind"] == "pipeline_change":
         reasons.append("pipeline change: this is a pipeline change, re-measure end to end; the "

@@ -113,6 +113,14 @@ def _table(headers: list[str], rows: Iterable[list[str]], num_cols: Iterable[int
     return "".join(out)
 
 
+def _decimals(step: float) -> int:
+    """The fewest decimals that print every multiple of `step` exactly (0.05 → 2, 0.1 → 1)."""
+    for nd in range(0, 7):
+        if abs(round(step, nd) - step) < 1e-9:
+            return nd
+    return 6
+
+
 def _nice_step(span: float, target: int = 6) -> float:
     raw = span / max(target, 1)
     mag = 10 ** math.floor(math.log10(raw))
@@ -124,16 +132,26 @@ def _nice_step(span: float, target: int = 6) -> float:
 
 # --------------------------------------------------------------------------- plots
 
+# (key, label, +1 when a higher value is better, -1 when lower is): refusing an answerable
+# question is a failure, so there B − A > 0 is worse for B
 FOREST_KEYS = [
-    ("pairwise", "pairwise win rate B − A", "higher favours B"),
-    ("faithfulness", "faithfulness", "higher favours B"),
-    ("coverage", "coverage", "higher favours B"),
-    ("quality", "quality", "higher favours B"),
-    ("relevance", "relevance", "higher favours B"),
-    ("conformance", "conformance", "higher favours B"),
-    ("abstention_answerable", "abstention (answerable)", "lower favours B"),
-    ("abstention_unanswerable", "abstention (unanswerable)", "higher favours B"),
+    ("pairwise", "pairwise win rate B − A", +1),
+    ("faithfulness", "faithfulness", +1),
+    ("coverage", "coverage", +1),
+    ("quality", "quality", +1),
+    ("relevance", "relevance", +1),
+    ("conformance", "conformance", +1),
+    ("abstention_answerable", "abstention (answerable)", -1),
+    ("abstention_unanswerable", "abstention (unanswerable)", +1),
 ]
+
+
+def for_b(d: float, lo: float, hi: float, better: int) -> str:
+    """'better' / 'worse' for B when the interval excludes zero (by the metric's direction),
+    else 'unclear'."""
+    if lo <= 0 <= hi:
+        return "unclear"
+    return "better" if (d > 0) == (better > 0) else "worse"
 
 
 def _metric(metrics: dict, key: str) -> dict | None:
@@ -147,7 +165,7 @@ def _metric(metrics: dict, key: str) -> dict | None:
 def forest_rows(metrics: dict) -> tuple[list[dict], list[str]]:
     """Rows of the forest plot (difference and both CI limits present) and skipped metrics."""
     rows, skipped = [], []
-    for key, label, direction in FOREST_KEYS:
+    for key, label, better in FOREST_KEYS:
         m = _metric(metrics, key)
         if m is None:
             continue
@@ -155,8 +173,11 @@ def forest_rows(metrics: dict) -> tuple[list[dict], list[str]]:
         if d is None or lo is None or hi is None:
             skipped.append(label)
             continue
-        rows.append({"key": key, "label": label, "direction": direction, "d": d,
-                     "lo": min(lo, hi), "hi": max(lo, hi), "n": m.get("n"),
+        lo, hi = min(lo, hi), max(lo, hi)
+        rows.append({"key": key, "label": label, "better": better,
+                     "direction": "higher is better" if better > 0 else "lower is better",
+                     "for_b": for_b(d, lo, hi, better), "d": d, "lo": lo, "hi": hi,
+                     "n": m.get("n"),
                      "p": m.get("p_holm") if m.get("p_holm") is not None else m.get("p_value"),
                      "p_kind": "Holm p" if m.get("p_holm") is not None else "p"})
     return rows, skipped
@@ -187,16 +208,16 @@ def svg_forest(metrics: dict) -> str:
            f'<rect x="0" y="0" width="{W}" height="{H}" fill="#ffffff"/>']
     # grid + ticks
     y_axis = top + row_h * len(rows) + 6
-    t = lo
-    k = 0
-    while t <= hi + step / 1000 and k < 50:
+    nd = _decimals(step)
+    first = round(lo / step)
+    for k in range(first, min(round(hi / step), first + 50) + 1):
+        t = k * step   # from its index: a summed tick drifts off its label
         x = sx(t)
-        out.append(f'<line class="grid" x1="{_c(x)}" y1="{top - 8}" x2="{_c(x)}" y2="{y_axis}" '
-                   'stroke="#eaeef2" stroke-width="1"/>')
-        out.append(f'<text x="{_c(x)}" y="{y_axis + 16}" font-size="12" text-anchor="middle">'
-                   f"{esc(f'{t:+.2f}' if abs(t) > 1e-12 else '0')}</text>")
-        t += step
-        k += 1
+        label = num(t, nd, signed=True) if k else "0"
+        out.append(f'<line class="grid" data-value="{esc(label)}" x1="{_c(x)}" y1="{top - 8}" '
+                   f'x2="{_c(x)}" y2="{y_axis}" stroke="#eaeef2" stroke-width="1"/>')
+        out.append(f'<text class="tick" x="{_c(x)}" y="{y_axis + 16}" font-size="12" '
+                   f'text-anchor="middle">{esc(label)}</text>')
     zx = sx(0.0)
     out.append(f'<line id="forest-zero" x1="{_c(zx)}" y1="{top - 12}" x2="{_c(zx)}" y2="{y_axis}" '
                'stroke="#24292f" stroke-width="1.5" stroke-dasharray="4 3"/>')
@@ -209,12 +230,16 @@ def svg_forest(metrics: dict) -> str:
                "difference B − A (metric units)</text>")
     for i, r in enumerate(rows):
         cy = top + row_h * i + row_h / 2
-        excl = r["lo"] > 0 or r["hi"] < 0
-        colour = (C_B if r["d"] > 0 else C_A) if excl else C_EQUAL
+        # coloured by what the difference means for B: B's colour when it is better for B,
+        # A's when worse (on a lower-is-better metric a positive difference is worse)
+        colour = {"better": C_B, "worse": C_A}.get(r["for_b"], C_EQUAL)
+        verdict = {"better": "better for B", "worse": "worse for B",
+                   "unclear": "CI includes 0"}[r["for_b"]]
         tip = (f"{r['label']}: B − A = {num(r['d'], signed=True)}, {lvl} CI "
                f"{interval(r['lo'], r['hi'])}, n = {num(r['n'])}, {r['p_kind']} = {num(r['p'])}; "
-               f"{r['direction']}")
-        out.append(f'<g class="forest-row" data-metric="{esc(r["key"])}">')
+               f"{r['direction']}: {verdict}")
+        out.append(f'<g class="forest-row" data-metric="{esc(r["key"])}" '
+                   f'data-for-b="{esc(r["for_b"])}">')
         out.append(f"<title>{esc(tip)}</title>")
         if i % 2 == 0:
             out.append(f'<rect x="4" y="{_c(cy - row_h / 2)}" width="{W - 8}" height="{row_h}" '
@@ -231,9 +256,12 @@ def svg_forest(metrics: dict) -> str:
                        f'stroke="{colour}" stroke-width="2.5"/>')
         out.append(f'<rect class="estimate" x="{_c(xd - 5)}" y="{_c(cy - 5)}" width="10" height="10" '
                    f'fill="{colour}"/>')
-        out.append(f'<text x="{W - right_w + 12}" y="{_c(cy + 4)}" font-size="12" class="mono">'
+        out.append(f'<text x="{W - right_w + 12}" y="{_c(cy - 2)}" font-size="12" class="mono">'
                    f"{esc(num(r['d'], signed=True))}  {esc(interval(r['lo'], r['hi']))}  "
                    f"{esc(r['p_kind'])} {esc(num(r['p']))}</text>")
+        out.append(f'<text class="for-b" x="{W - right_w + 12}" y="{_c(cy + 12)}" font-size="11" '
+                   f'style="fill:{colour if r["for_b"] != "unclear" else "#57606a"}">'
+                   f"{esc(r['direction'])}: {esc(verdict)}</text>")
         out.append("</g>")
     out.append("</svg>")
     note = ""
@@ -311,18 +339,19 @@ def svg_scatter(per_case: list) -> str:
     if not pts:
         return ('<p class="note" id="scatter-missing">No finished case has a faithfulness score '
                 "for both variants; no scatter plot.</p>")
-    # Zoom to the data (scores cluster near 1), but keep the upper end at 1 and a 0.1 grid.
-    lo = math.floor((min(min(a, b) for _, a, b in pts) - 0.05) * 10) / 10
-    lo = min(max(lo, 0.0), 0.5) if lo >= 0 else lo
-    hi = max(1.0, math.ceil(max(max(a, b) for _, a, b in pts) * 10) / 10)
-    S, pad_l, pad_t, pad_b = 360, 56, 16, 46
+    # Zoom to the data (scores cluster near 1) on a 0.1 grid, never below 0 nor above 1, and
+    # always showing 0.5 to 1; points sit inside the frame (a dot at 1.0 is whole)
+    lo = math.floor((min(min(a, b) for _, a, b in pts) - 0.05) * 10 + 1e-9) / 10
+    lo = min(max(lo, 0.0), 0.5)
+    hi = 1.0
+    S, pad_l, pad_t, pad_b, inset = 360, 56, 16, 46, 9
     W, H = pad_l + S + 24, pad_t + S + pad_b
 
     def sx(v: float) -> float:
-        return pad_l + (v - lo) / (hi - lo) * S
+        return pad_l + inset + (v - lo) / (hi - lo) * (S - 2 * inset)
 
     def sy(v: float) -> float:
-        return pad_t + S - (v - lo) / (hi - lo) * S
+        return pad_t + S - inset - (v - lo) / (hi - lo) * (S - 2 * inset)
 
     out = [f'<svg id="case-scatter" class="plot" viewBox="0 0 {W} {H}" width="{W}" height="{H}" '
            'role="img" aria-labelledby="scatter-title"><title id="scatter-title">Per-case '
@@ -331,26 +360,27 @@ def svg_scatter(per_case: list) -> str:
            f'<polygon points="{_c(sx(lo))},{_c(sy(lo))} {_c(sx(lo))},{_c(sy(hi))} '
            f'{_c(sx(hi))},{_c(sy(hi))}" fill="{C_B}" fill-opacity="0.05"/>']
     step = _nice_step(hi - lo, 5)
-    t, k = lo, 0
-    while t <= hi + step / 1000 and k < 50:
-        out.append(f'<line class="grid" x1="{_c(sx(t))}" y1="{_c(sy(lo))}" x2="{_c(sx(t))}" '
-                   f'y2="{_c(sy(hi))}" stroke="#eaeef2"/>'
-                   f'<line class="grid" x1="{_c(sx(lo))}" y1="{_c(sy(t))}" x2="{_c(sx(hi))}" '
-                   f'y2="{_c(sy(t))}" stroke="#eaeef2"/>'
-                   f'<text x="{_c(sx(t))}" y="{_c(sy(lo) + 16)}" font-size="11" '
-                   f'text-anchor="middle">{esc(f"{t:.1f}")}</text>'
-                   f'<text x="{_c(sx(lo) - 6)}" y="{_c(sy(t) + 4)}" font-size="11" '
-                   f'text-anchor="end">{esc(f"{t:.1f}")}</text>')
-        t += step
-        k += 1
-    out.append(f'<rect x="{_c(sx(lo))}" y="{_c(sy(hi))}" width="{S}" height="{S}" fill="none" '
-               'stroke="#8c959f"/>')
+    nd = _decimals(step)
+    frame_lo, frame_hi = pad_t + S, pad_t   # the frame's bottom and top (y), left and right (x)
+    for k in range(math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9) + 1):
+        t = k * step   # each tick from its index: no sum drifts a gridline off its label
+        label = esc(num(t, nd))
+        out.append(f'<line class="grid" data-value="{label}" x1="{_c(sx(t))}" y1="{frame_lo}" '
+                   f'x2="{_c(sx(t))}" y2="{frame_hi}" stroke="#eaeef2"/>'
+                   f'<line class="grid" data-value="{label}" x1="{pad_l}" y1="{_c(sy(t))}" '
+                   f'x2="{pad_l + S}" y2="{_c(sy(t))}" stroke="#eaeef2"/>'
+                   f'<text class="tick-x" x="{_c(sx(t))}" y="{frame_lo + 16}" font-size="11" '
+                   f'text-anchor="middle">{label}</text>'
+                   f'<text class="tick-y" x="{pad_l - 6}" y="{_c(sy(t) + 4)}" font-size="11" '
+                   f'text-anchor="end">{label}</text>')
+    out.append(f'<rect id="scatter-frame" x="{pad_l}" y="{pad_t}" width="{S}" height="{S}" '
+               'fill="none" stroke="#8c959f"/>')
     out.append(f'<line id="scatter-diagonal" x1="{_c(sx(lo))}" y1="{_c(sy(lo))}" x2="{_c(sx(hi))}" '
                f'y2="{_c(sy(hi))}" stroke="#24292f" stroke-width="1.2" stroke-dasharray="5 4"/>')
-    out.append(f'<text x="{_c(sx(lo) + 8)}" y="{_c(sy(hi) + 16)}" font-size="12" fill="{C_B}">'
+    out.append(f'<text x="{_c(pad_l + 24)}" y="{_c(pad_t + 30)}" font-size="12" fill="{C_B}">'
                "B higher ↑</text>")
-    out.append(f'<text x="{_c(sx(hi) - 8)}" y="{_c(sy(lo) - 8)}" font-size="12" fill="{C_A}" '
-               'text-anchor="end">A higher ↓</text>')
+    out.append(f'<text x="{_c(pad_l + S - 8)}" y="{_c(pad_t + S - 8)}" font-size="12" '
+               f'fill="{C_A}" text-anchor="end">A higher ↓</text>')
     out.append(f'<text x="{_c(pad_l + S / 2)}" y="{H - 6}" font-size="12" text-anchor="middle">'
                "faithfulness A</text>")
     out.append(f'<text x="14" y="{_c(pad_t + S / 2)}" font-size="12" text-anchor="middle" '
@@ -533,9 +563,10 @@ def metrics_section(r: dict) -> str:
     out = ['<section id="metrics"><h2>Metric scores</h2>',
            '<figure id="forest-figure">', svg_forest(m),
            f"<figcaption>Paired differences B − A with unadjusted {level_of(m)} confidence intervals (the "
-           "pairwise row is B's win rate minus A's, ties counted half). A filled colour marks an "
-           "interval excluding zero; grey intervals include zero. For abstention on answerable cases "
-           "a lower rate is better.</figcaption></figure>"]
+           "pairwise row is B's win rate minus A's, ties counted half). An interval excluding zero is "
+           "coloured by what it means for B given the metric's direction (each row says it): B's "
+           "blue when better for B, A's orange when worse; grey intervals include zero. For "
+           "abstention on answerable cases a lower rate is better.</figcaption></figure>"]
     rows = []
     for key in ("pairwise", "faithfulness", "coverage", "quality", "relevance", "conformance"):
         mm = m.get(key)

@@ -102,21 +102,16 @@ def _checks(finished, checks, alpha) -> dict:
 
 
 def _incidents(finished, jby, claims, answers, questions, chunk_ids, cfg) -> list[dict]:
-    by = defaultdict(list)
-    for c in claims:
-        by[(c["case_id"], c["variant"])].append(c)
-    out = []
-    for cid in finished:
-        for v in VARIANTS:
-            j = jby.get((cid, "faithfulness", v))
-            if not j or j.get("score") is None or j["score"] >= cfg.gates.incident_faithfulness:
-                continue
-            out.append({"case_id": cid, "variant": v, "faithfulness": j["score"],
-                        "question": questions[cid]["question"], "answer": answers.get((cid, v)),
-                        "unsupported": [{"claim": c["claim"], "verdict": c["verdict"]}
-                                        for c in by[(cid, v)] if c["verdict"] != "supported"],
-                        "context_ids": chunk_ids.get((cid, v), [])})
-    return out
+    from . import incidents
+
+    score_of = {v: {cid: (jby.get((cid, "faithfulness", v)) or {}).get("score")
+                    for cid in finished} for v in VARIANTS}
+    return [{"case_id": i["case_id"], "variant": i["variant"], "faithfulness": i["faithfulness"],
+             "question": questions[i["case_id"]]["question"],
+             "answer": answers.get((i["case_id"], i["variant"])),
+             "unsupported": i["unsupported"],
+             "context_ids": chunk_ids.get((i["case_id"], i["variant"]), [])}
+            for i in incidents.find(finished, score_of, claims, cfg.gates.incident_faithfulness)]
 
 
 _PAIRWISE_SCORE = {"B": 1.0, "A": 0.0, "tie": 0.5}

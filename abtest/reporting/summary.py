@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2   # 2: every reason, the pairwise counts and faithfulness B − A with its CI
 
 
 def state_of(run: dict, labels_state: tuple | None) -> str:
@@ -22,18 +22,27 @@ def state_of(run: dict, labels_state: tuple | None) -> str:
 
 
 def summarize(rep: dict) -> dict[str, Any]:
-    """The claim line (licensed sentence, or the first reason it is withheld) and the gate."""
+    """The claim line (licensed sentence, or the first reason it is withheld, and all of
+    them), the gate, and who won: the pairwise counts and faithfulness B − A with its CI
+    (None when not measured, as for any incomplete run)."""
     c = rep.get("claim") or {}
+    reasons = [str(x) for x in c.get("reasons") or []]
     if c.get("licensed"):
         licensed, claim = True, c.get("sentence") or c.get("statement") or ""
     else:
-        reasons = c.get("reasons") or []
         licensed, claim = False, (reasons[0] if reasons else c.get("statement") or "not licensed")
     gen = (rep.get("models") or {}).get("generator") or {}
-    return {"licensed": licensed, "claim": claim,
+    m = rep.get("metrics") or {}
+    pw, faith = m.get("pairwise") or {}, m.get("faithfulness") or {}
+    return {"licensed": licensed, "claim": claim, "reasons": [] if licensed else reasons,
             "gate": (rep.get("gate") or {}).get("decision") or "—",
             "resolved": ", ".join(gen.get("resolved") or []),
-            "n_finished": rep.get("n_finished")}
+            "n_finished": rep.get("n_finished"),
+            "pairwise": {k: pw.get(k) for k in ("b_wins", "a_wins", "no_preference", "n")}
+            if pw else None,
+            "faithfulness": {k: faith.get(k) for k in ("difference", "ci_low", "ci_high",
+                                                        "significant")}
+            if faith.get("difference") is not None else None}
 
 
 def build_any(store, run: dict) -> dict:

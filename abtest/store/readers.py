@@ -2,10 +2,14 @@
 
 DuckDB lets one process open a file read-write and no other process open it at all, so
 `abtest report`, `history` or `view` would fail while `abtest run` writes. The writing
-process therefore serves reads: it listens on loopback (a free port), writes the address
-and a random token to `<store>.readers` (mode 0600, removed when it closes), and runs each
-read on its own read cursors beside its writes (DuckDB's MVCC: a read sees committed rows).
-A reader that finds the file locked asks there instead. Nothing a run writes can be lost or
+process therefore serves reads: it listens on loopback (a free port), and only then writes
+the address and a random token to `<store>.readers` (mode 0600, removed when it closes), and
+runs each read on its own read cursors beside its writes (DuckDB's MVCC: a read sees committed
+rows). A reader that finds the file locked asks there instead; when no address answers yet (a
+writer between taking the file and listening, or an address a dead writer left behind) it
+waits for one, bounded, saying so on stderr, instead of failing. The address file also names
+the runs the process is writing now, so a run left "running" by a process that died is told
+apart from one that is running. Nothing a run writes can be lost or
 corrupted by a reader: readers never write, and the writer runs one SELECT per request and
 refuses anything else. This is simpler than publishing snapshot copies (which cost a full
 copy of the file per refresh) and keeps every row current.
@@ -16,8 +20,11 @@ from __future__ import annotations
 import hmac
 import json
 import os
+import re
 import secrets
+import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from datetime import date, datetime
@@ -90,10 +97,12 @@ class ReadService:
                 if not isinstance(sql, str) or not read_only_sql(sql):
                     return self._send(400, {"error": "only a single SELECT is served"})
                 try:
-                    rows = service.store._rows(sql, params)
+                    names, rows = service.store._raw(sql, params)
                 except Exception as exc:  # the reader shows it as a bad read
                     return self._send(400, {"error": f"{type(exc).__name__}: {exc}"[:500]})
-                self._send(200, {"rows": rows})
+                if req.get("shape") == "columns":   # names once, then lists: less to encode
+                    return self._send(200, {"columns": names, "data": rows})
+                self._send(200, {"rows": [dict(zip(names, r)) for r in rows]})
 
             def _send(self, code, obj):
                 body = json.dumps(obj, default=_encode).encode("utf-8")
@@ -103,19 +112,28 @@ class ReadService:
                 self.end_headers()
                 self.wfile.write(body)
 
+        # the constructor binds and listens: connections made from here on wait in the
+        # backlog until the serving thread accepts them, so the address is published only now
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
                                        name="abtest-store-readers", daemon=True)
         self.thread.start()
         self.file = sidecar(store.path)
+        self._publish_lock = threading.Lock()
+        self.publish(())
+
+    def publish(self, runs) -> None:
+        """Write (or rewrite) the address file: where to ask, the token, and the runs this
+        process is writing now. Replaced atomically: a reader never sees half of it."""
         info = {"pid": os.getpid(), "url": f"http://127.0.0.1:{self.httpd.server_address[1]}/rows",
-                "token": self.token}
-        tmp = self.file.with_name(self.file.name + f".{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(info, fh)
-        os.replace(tmp, self.file)
+                "token": self.token, "runs": sorted(runs)}
+        with self._publish_lock:
+            tmp = self.file.with_name(self.file.name + f".{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(info, fh)
+            os.replace(tmp, self.file)
 
     def stop(self) -> None:
         self.httpd.shutdown()
@@ -145,15 +163,43 @@ def find_service(path: Path) -> dict | None:
         "http://127.0.0.1:") else None
 
 
-def remote_rows(info: dict, sql: str, params, *, path: Path) -> list[dict[str, Any]]:
-    body = json.dumps({"token": info["token"], "sql": sql, "params": list(params)},
-                      default=_encode).encode("utf-8")
+def clear_stale(path: Path) -> None:
+    """Called by a process that has just taken the file for writing: any address file there
+    is a dead writer's (one writer at a time), and must not send readers to a closed port
+    while this one starts."""
+    try:
+        sidecar(path).unlink()
+    except OSError:
+        pass
+
+
+class WriterGone(UserError):
+    """The writing process no longer answers (it finished, or died)."""
+
+
+_OPENER = None
+
+
+def _opener():
+    global _OPENER
+    if _OPENER is None:
+        _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only
+    return _OPENER
+
+
+def remote_rows(info: dict, sql: str, params, *, path: Path,
+                timeout: float = 120) -> list[dict[str, Any]]:
+    body = json.dumps({"token": info["token"], "sql": sql, "params": list(params),
+                       "shape": "columns"}, default=_encode).encode("utf-8")
     req = urllib.request.Request(info["url"], data=body, method="POST",
                                  headers={"Content-Type": "application/json"})
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback, no proxy
     try:
-        with opener.open(req, timeout=120) as resp:
-            return json.loads(resp.read(), object_hook=_decode)["rows"]
+        with _opener().open(req, timeout=timeout) as resp:
+            got = json.loads(resp.read(), object_hook=_decode)
+        if "columns" in got:
+            names = got["columns"]
+            return [dict(zip(names, r)) for r in got["data"]]
+        return got["rows"]   # a writer from an abtest before columns
     except urllib.error.HTTPError as exc:
         try:
             msg = json.loads(exc.read()).get("error")
@@ -161,5 +207,71 @@ def remote_rows(info: dict, sql: str, params, *, path: Path) -> list[dict[str, A
             msg = exc.reason
         raise UserError(f"the writing process refused a read: {msg}", file=str(path)) from None
     except (urllib.error.URLError, OSError) as exc:
-        raise UserError("results store is in use by another abtest process, which stopped "
-                        f"answering reads ({exc}); wait for it to finish", file=str(path)) from None
+        raise WriterGone("results store is in use by another abtest process, which stopped "
+                         f"answering reads ({exc}); wait for it to finish", file=str(path)) from None
+
+
+def answers(info: dict, path: Path) -> bool:
+    """Does the published address answer a read (with its token)? A dead writer's does not."""
+    try:
+        remote_rows(info, "SELECT 1 AS x", [], path=path, timeout=5)
+    except UserError:
+        return False
+    return True
+
+
+# how long a reader that finds the file locked waits for the writer to answer reads: the
+# writer publishes its address right after taking the file (migrations first, on an old store)
+READER_WAIT_S = 60.0
+NOTICE_AFTER_S = 0.5   # a wait this short goes unsaid
+NOTICE_EVERY_S = 5.0
+
+
+def _holder_pid(exc: Exception) -> str | None:
+    m = re.search(r"\(PID (\d+)\)", str(exc))
+    return m.group(1) if m else None
+
+
+def notice(line: str) -> None:
+    """A progress line on stderr (a reader's output is its report: stdout stays clean)."""
+    try:
+        sys.stderr.write(f"abtest: {line}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def await_writer(path: Path, open_file, first_exc: Exception, *,
+                 timeout: float | None = None):
+    """The file is locked: wait for the writer's address (and that it answers), or for the
+    file to come free. Returns ("remote", info) or ("local", connection); raises UserError
+    when neither happens within `timeout` (READER_WAIT_S)."""
+    import duckdb
+
+    timeout = READER_WAIT_S if timeout is None else timeout
+    start = time.monotonic()
+    told: float | None = None   # when the last progress line was written
+    pid = _holder_pid(first_exc)
+    while True:
+        info = find_service(path)
+        if info is not None and answers(info, path):
+            if told is not None:
+                notice("the writing process answers reads now")
+            return "remote", info
+        try:
+            return "local", open_file()
+        except duckdb.Error as exc:
+            if "lock" not in str(exc).lower():
+                raise
+            pid = _holder_pid(exc) or pid
+        waited = time.monotonic() - start
+        if waited >= timeout:
+            raise UserError(f"results store is in use by another abtest process"
+                            f"{f' (pid {pid})' if pid else ''}, which has not answered reads for "
+                            f"{timeout:.0f} s; wait for it to finish", file=str(path))
+        if waited >= NOTICE_AFTER_S and (told is None or waited - told >= NOTICE_EVERY_S):
+            notice(f"results store {path} is being opened for writing by another abtest process"
+                   f"{f' (pid {pid})' if pid else ''}; waiting for it to answer reads "
+                   f"({waited:.0f} of at most {timeout:.0f} s)")
+            told = waited
+        time.sleep(0.1)

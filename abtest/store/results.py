@@ -28,6 +28,9 @@ def _now():
 
 
 
+_TABLES_SEEN: set[tuple] = set()   # (store file, its inode, table) known to exist
+
+
 def _star(exclude: Iterable[str] = (), columns: Iterable[str] | None = None) -> str:
     """`*`, `* EXCLUDE (…)` or the named columns: each column read costs (DuckDB → Python),
     a wide text column most of a read."""
@@ -49,7 +52,10 @@ class Store:
     go through one group-commit thread.
     """
 
-    def __init__(self, path: str | os.PathLike, *, read_only: bool = False, create: bool = True):
+    def __init__(self, path: str | os.PathLike, *, read_only: bool = False, create: bool = True,
+                 through: dict | None = None):
+        """`through`: read through this writer's published address (readers.find_service)
+        without trying the file first, for a reader that already knows a run writes it."""
         import duckdb
 
         self.path = Path(path)
@@ -60,6 +66,10 @@ class Store:
         self._cursors: list = []
         self._writer: GroupCommit | None = None
         self._gate = ReadGate()
+        self._active: set[str] = set()  # runs this process writes now (status "running")
+        if through is not None and read_only:
+            self._remote, self.con = through, None
+            return
         if not self.path.exists():
             if read_only or not create:
                 raise UserError("results store not found (run `abtest run` first)", file=str(self.path))
@@ -69,11 +79,10 @@ class Store:
         except duckdb.IOException as exc:
             msg = str(exc)
             if "lock" in msg.lower() and read_only:
-                from .readers import find_service
-
-                self._remote = find_service(self.path)
-            if self._remote is not None:  # a run is writing: it answers our reads
+                # a writer holds the file: read through it once it answers (a reader is never
+                # refused while the writer starts), or open the file should it come free
                 self.con = None
+                self._attach_reader(exc)
                 return
             if "lock" in msg.lower():
                 raise UserError("results store is in use by another abtest process (one writer at a "
@@ -87,6 +96,9 @@ class Store:
             raise UserError(f"not a valid results store: {str(exc).splitlines()[0]}",
                             file=str(self.path)) from None
         if not read_only:
+            from .readers import clear_stale
+
+            clear_stale(self.path)  # the file is ours: an address left there is a dead writer's
             self._migrate()
             self._writer = GroupCommit(self.con, self._gate)
             from .readers import ReadService
@@ -131,6 +143,66 @@ class Store:
                 flag.unlink()
             except OSError:
                 pass
+
+    def _attach_reader(self, exc: Exception) -> None:
+        """Read through the writing process, or open the file if it came free meanwhile.
+        Raises UserError when the writer does not answer within readers.READER_WAIT_S."""
+        from .readers import await_writer
+
+        how, got = await_writer(self.path, lambda: connect(self.path, True), exc)
+        if how == "remote":
+            self._remote, self.con = got, None
+            return
+        self._remote, self.con = None, got
+        self._check_schema()
+
+    def _writer_gone(self) -> None:
+        """The writing process stopped answering mid-way (it finished, or died): read the file
+        itself now, or through whichever process writes it next."""
+        import duckdb
+
+        with self.lock:
+            self._remote = None
+            try:
+                self.con = connect(self.path, True)
+                self._check_schema()
+            except duckdb.IOException as exc:
+                if "lock" not in str(exc).lower():
+                    raise UserError(f"cannot open results store: {str(exc).splitlines()[0]}",
+                                    file=str(self.path)) from None
+                self._attach_reader(exc)
+
+    def writing_runs(self) -> set[str] | None:
+        """The runs a live process is writing now: a run whose status says "running" but is
+        not among them was left so by a process that died (resume it). None when the writing
+        process does not say (an abtest from before it did)."""
+        if self._writer is not None:
+            return set(self._active)
+        if self._remote is None:
+            return set()   # this process reads the file itself: nobody is writing it
+        from .readers import find_service
+
+        info = find_service(self.path)   # fresh: the writer republishes as runs start and end
+        if info is None:
+            return set()
+        runs = info.get("runs")
+        return None if runs is None else set(runs)
+
+    def _note_status(self, run_id: str, status: Any) -> None:
+        if status is None:
+            return
+        before = set(self._active)
+        if status == "running":
+            self._active.add(run_id)
+        else:
+            self._active.discard(run_id)
+        if self._active != before and self._readers is not None:
+            self._readers.publish(self._active)
+
+    @property
+    def remote_address(self) -> dict | None:
+        """The writing process's published address this handle reads through (else None)."""
+        return self._remote
 
     @property
     def is_remote(self) -> bool:
@@ -232,14 +304,24 @@ class Store:
 
     def _rows(self, sql: str, params: Iterable = ()) -> list[dict[str, Any]]:
         if self._remote is not None:
-            from .readers import remote_rows
+            from .readers import WriterGone, remote_rows
 
-            return remote_rows(self._remote, sql, params, path=self.path)
+            try:
+                return remote_rows(self._remote, sql, params, path=self.path)
+            except WriterGone:
+                self._writer_gone()
+                return self._rows(sql, params)
+        names, rows = self._raw(sql, params)
+        return [dict(zip(names, r)) for r in rows]
+
+    def _raw(self, sql: str, params: Iterable = ()) -> tuple[list[str], list[tuple]]:
+        """Column names and row tuples of a read on this process's own file (what the read
+        service sends another process: one list of names, not a dict per row)."""
         with self._gate.read():
             cur = self._cursor().execute(sql, list(params))
             names = [d[0] for d in cur.description]
             rows = cur.fetchall()
-        return [dict(zip(names, r)) for r in rows]
+        return names, rows
 
     def bulk_insert(self, table: str, rows: list[dict[str, Any]]) -> None:
         """Many rows of one table in one transaction (imports, synthetic benchmarks)."""
@@ -260,6 +342,7 @@ class Store:
         row.setdefault("created_at", _now())
         row.setdefault("status", "running")
         self._insert("runs", row)
+        self._note_status(row["run_id"], row["status"])
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         rows = self._rows("SELECT * FROM runs WHERE run_id = ?", [run_id])
@@ -269,12 +352,17 @@ class Store:
         sets = ", ".join(f"{k} = ?" for k in fields)
         values = [*fields.values(), run_id]
         self._write([lambda con: con.execute(f"UPDATE runs SET {sets} WHERE run_id = ?", values)])
+        self._note_status(run_id, fields.get("status"))
 
-    def list_runs(self, fixture_sha256: str | None = None) -> list[dict[str, Any]]:
+    def list_runs(self, fixture_sha256: str | None = None, *,
+                  columns: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Runs, oldest first; columns= reads only those named (a run's config and info are
+        most of its row: the view's runs page reads 200 of them through a writing process)."""
+        sel = _star((), columns)
         if fixture_sha256:
-            return self._rows("SELECT * FROM runs WHERE fixture_sha256 = ? ORDER BY created_at",
-                              [fixture_sha256])
-        return self._rows("SELECT * FROM runs ORDER BY created_at")
+            return self._rows(f"SELECT {sel} FROM runs WHERE fixture_sha256 = ? ORDER BY "
+                              "created_at", [fixture_sha256])
+        return self._rows(f"SELECT {sel} FROM runs ORDER BY created_at")
 
     def latest_run_id(self, kind: str | None = None) -> str | None:
         where, args = ("WHERE kind = ? ", [kind]) if kind else ("", [])
@@ -566,9 +654,19 @@ class Store:
                                              "summary_json": json.dumps(summary)}])
 
     def has_table(self, name: str) -> bool:
-        """False for a table a newer migration adds, on an older store opened read-only."""
-        return bool(self._rows("SELECT 1 AS x FROM duckdb_tables() WHERE table_name = ? AND "
-                               "schema_name = 'main'", [name]))
+        """False for a table a newer migration adds, on an older store opened read-only. A
+        table a store has, it keeps (migrations only add): that is remembered per file."""
+        try:
+            key = (str(self.path.resolve()), os.stat(self.path).st_ino, name)
+        except OSError:
+            key = None
+        if key in _TABLES_SEEN:
+            return True
+        found = bool(self._rows("SELECT 1 AS x FROM duckdb_tables() WHERE table_name = ? AND "
+                                "schema_name = 'main'", [name]))
+        if found and key is not None:
+            _TABLES_SEEN.add(key)
+        return found
 
     def run_summaries(self) -> dict[str, dict[str, Any]]:
         """Stored summaries by run id, each with the state it was built from ({} on a store
@@ -587,6 +685,44 @@ class Store:
                           "generations WHERE list_contains(?, run_id) GROUP BY run_id, case_id "
                           "HAVING count(DISTINCT variant) = 2) GROUP BY run_id", [ids])
         return {r["run_id"]: r["n"] for r in rows}
+
+    def run_progress(self, run_ids: Iterable[str]) -> dict[str, dict[str, int]]:
+        """Per run: `finished` cases, by the report's rule (both answers, no generation or
+        judge error; a live run's also judged), `errored` cases and `started` ones — what a
+        running run's pages show, in one query instead of a report."""
+        ids = list(run_ids)
+        if not ids:
+            return {}
+        has_live = self.has_table("live_items")
+        # run_id IN (…): DuckDB skips the row groups of other runs (list_contains scans all)
+        mine = f"run_id IN ({', '.join('?' * len(ids))})"
+        answers = (f"SELECT run_id, case_id, variant, error, false AS judged_needed FROM "
+                   f"generations WHERE {mine}")
+        params = list(ids)
+        if has_live:
+            answers += (" UNION ALL SELECT run_id, case_id, variant, coalesce(error, CASE WHEN "
+                        f"answer IS NULL THEN 'no answer' END), true FROM live_items WHERE {mine}")
+            params += ids
+        params += ids
+        if has_live:
+            params += ids
+        rows = self._rows(
+            f"WITH g AS (SELECT run_id, case_id, count(DISTINCT variant) AS nv, count(error) AS "
+            f"ne, bool_or(judged_needed) AS live FROM ({answers}) GROUP BY run_id, case_id), "
+            "j AS (SELECT run_id, case_id, count(error) AS ne FROM judgments WHERE "
+            f"{mine} AND sample = 0 GROUP BY run_id, case_id"
+            + (f" UNION ALL SELECT run_id, case_id, 0 FROM checks WHERE {mine} "
+               "GROUP BY run_id, case_id" if has_live else "") + "), "
+            "jj AS (SELECT run_id, case_id, sum(ne) AS ne FROM j GROUP BY run_id, case_id) "
+            "SELECT g.run_id, count(*) AS started, "
+            "count(*) FILTER (WHERE g.nv = 2 AND g.ne = 0 AND coalesce(jj.ne, 0) = 0 AND "
+            "(NOT g.live OR jj.case_id IS NOT NULL)) AS finished, "
+            "count(*) FILTER (WHERE g.ne > 0 OR coalesce(jj.ne, 0) > 0) AS errored "
+            "FROM g LEFT JOIN jj USING (run_id, case_id) GROUP BY g.run_id", params)
+        out = {rid: {"started": 0, "finished": 0, "errored": 0} for rid in ids}
+        for r in rows:
+            out[r["run_id"]] = {k: int(r[k] or 0) for k in ("started", "finished", "errored")}
+        return out
 
     # -- export -------------------------------------------------------------
     RUN_TABLES = ("runs", "generations", "llm_calls", "checks", "judgments", "claims",

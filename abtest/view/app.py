@@ -25,13 +25,27 @@ def _env():
                              trim_blocks=True, lstrip_blocks=True)
     from ..fmt import interval, num, signed
 
-    env.filters.update(num=num, signed=signed)
+    env.filters.update(num=num, signed=signed, dash=lambda x, nd=3: num(x, nd, missing="—"))
     env.globals.update(interval=interval)
     return env
 
 
-def create_app(store_path: str | Path):
-    """The ASGI app for one results store."""
+# Host names an app made without serve() answers (tests' TestClient, in-process use): the
+# loopback names on any port. serve() narrows this to the address it bound.
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "testserver")
+
+
+def allowed_hosts(host: str, port: int) -> frozenset[str]:
+    """The Host headers the server bound to host:port answers: the loopback names with its
+    port, and --host's own name. Any other name is a page that rebound its DNS name to this
+    machine (DNS rebinding) to read the store: refused."""
+    own = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return frozenset(f"{h}:{port}".lower() for h in ("127.0.0.1", "localhost", "[::1]", own))
+
+
+def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
+    """The ASGI app for one results store; `hosts` are the Host headers it answers (None:
+    the loopback names on any port, for an app not bound by serve())."""
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.middleware import Middleware
@@ -102,22 +116,86 @@ def create_app(store_path: str | Path):
             store.close()
         return JSONResponse(out)
 
+    def _state_of(store, run, rep) -> str:
+        from ..runs import activity
+
+        state = activity(store, run)
+        return "incomplete" if state == "complete" and rep["status"] != "complete" else state
+
+    def run_and_progress(request):
+        """The run, where it is (progress), and its report unless it is running (a running
+        run's page shows progress only: nothing is estimated, nothing to build)."""
+        from ..runs import activity, load_run
+
+        store = open_store()
+        try:
+            run = load_run(store, request.path_params["run_id"])
+            prog = data.progress(store, run, activity(store, run))
+            rep = None if prog["state"] == "running" else data.report_of(store, run)
+            if rep is not None and rep["status"] != "complete" and prog["state"] == "complete":
+                prog = data.progress(store, run, "incomplete")   # the report counts unfinished
+        except UserError as exc:
+            raise HTTPException(404, exc.line()) from None
+        finally:
+            store.close()
+        return run, prog, rep
+
+    async def row(request):
+        from ..runs import load_run
+
+        store = open_store()
+        try:
+            run = load_run(store, request.path_params["run_id"])
+            r = data.run_row(store, run)
+        except UserError as exc:
+            raise HTTPException(404, exc.line()) from None
+        finally:
+            store.close()
+        return HTMLResponse(env.get_template("runs_row.html").render(r=r))
+
     async def run_page(request):
         from markupsafe import Markup
 
+        from ..reporting import incidents
         from ..reporting.html import checks_section, live_sections, metrics_section
+        from ..runs import run_config
 
-        store, run, rep = with_run(request)
-        store.close()
-        licensed, claim = data.claim_line(rep)
-        # the report's own sections (escaped by its renderer): one rendering of the figures
-        if run["kind"] == "live":
-            sections = {"metrics": Markup("".join(live_sections(rep))), "checks": ""}
-        else:
-            sections = {"metrics": Markup(metrics_section(rep)),
-                        "checks": Markup(checks_section(rep.get("metrics") or {}))}
-        return page("run.html", run=run, rep=rep, licensed=licensed, claim=claim,
-                    sections=sections)
+        run, prog, rep = run_and_progress(request)
+        licensed, claim, sections, inc = False, "", {}, {}
+        if rep is not None:
+            licensed, claim = data.claim_line(rep)
+            inc = {v: incidents.of(rep, v) for v in ("B", "A")}
+        if rep is not None and prog["state"] == "complete":
+            # the report's own sections (escaped by its renderer): one rendering of the figures
+            if run["kind"] == "live":
+                sections = {"metrics": Markup("".join(live_sections(rep))), "checks": ""}
+            else:
+                sections = {"metrics": Markup(metrics_section(rep)),
+                            "checks": Markup(checks_section(rep.get("metrics") or {}))}
+        try:
+            threshold = run_config(run).gates.incident_faithfulness
+        except Exception:  # a run stored by an older abtest: the report says it in words
+            threshold = None
+        return page("run.html", run=run, rep=rep, prog=prog, licensed=licensed, claim=claim,
+                    sections=sections, incidents=inc, threshold=threshold,
+                    fixture=data.fixture_counts(run) if rep is None else None)
+
+    async def progress(request):
+        from starlette.responses import JSONResponse
+
+        from ..runs import activity, load_run
+
+        store = open_store()
+        try:
+            run = load_run(store, request.path_params["run_id"])
+            prog = data.progress(store, run, activity(store, run))
+        except UserError as exc:
+            raise HTTPException(404, exc.line()) from None
+        finally:
+            store.close()
+        return JSONResponse({k: prog[k] for k in ("state", "line", "finished", "errored",
+                                                  "started", "n_cases")},
+                            headers={"Cache-Control": "no-store"})
 
     async def report_page(request):
         from ..reporting import render
@@ -127,41 +205,74 @@ def create_app(store_path: str | Path):
         if run["kind"] == "live":
             from ..reporting.live import render_live
 
-            return HTMLResponse(render_live(rep, "html"))
-        return HTMLResponse(render(rep, "html"))
+            html = render_live(rep, "html")
+        else:
+            html = render(rep, "html")
+        # the report as `abtest report --format html` writes it, with a way back to the view
+        back = env.get_template("report_back.html").render(run=run)
+        return HTMLResponse(html.replace("<main>", "<main>" + back, 1))
 
     async def cases(request):
+        from . import cases as listing
+
         store, run, rep = with_run(request)
-        store.close()
-        kinds = {cid: k for k, ids in (rep.get("taxonomy") or {}).items() for cid in ids}
-        incidents = {i["case_id"] for i in rep.get("incidents") or []}
-        return page("cases.html", run=run, rep=rep, kinds=kinds, incidents=incidents,
-                    categories=sorted(rep.get("taxonomy") or {}))
+        try:
+            prog = data.progress(store, run, _state_of(store, run, rep))
+        finally:
+            store.close()
+        query = listing.Query.parse(request.query_params)
+        shown = listing.listing(rep, query)
+        return page("cases.html", run=run, rep=rep, prog=prog, query=query, listing=shown,
+                    flags=listing.FLAGS, columns=listing.COLUMNS,
+                    categories=sorted({r["attrs"]["category"] for r in shown["rows"]} - {""}),
+                    issues=sorted(rep.get("taxonomy") or {}))
 
     async def case(request):
+        from . import cases as listing
+
         store, run, rep = with_run(request)
         try:
             detail = data.case_detail(store, run, rep, request.path_params["case_id"])
+            prog = data.progress(store, run, _state_of(store, run, rep))
         except UserError as exc:
             raise HTTPException(404, exc.line()) from None
         finally:
             store.close()
-        return page("case.html", run=run, c=detail)
+        query = listing.Query.parse(request.query_params)
+        return page("case.html", run=run, c=detail, prog=prog, query=query,
+                    nav=listing.position(rep, query, detail["case_id"]))
 
     async def compare(request):
-        run1, run2 = request.query_params.get("run1"), request.query_params.get("run2")
-        if not run1 or not run2:
-            raise HTTPException(400, "pick two runs to compare (run1 and run2)")
+        from ..runs import resolve_run
+
+        run1 = (request.query_params.get("run1") or "").strip()
+        run2 = (request.query_params.get("run2") or "").strip()
         store = open_store()
         try:
-            from ..runs import resolve_run
-
-            cmp = data.compare(store, resolve_run(store, run1), resolve_run(store, run2))
-        except UserError as exc:
-            raise HTTPException(400, exc.line()) from None
+            problem = None
+            if run1 and run2:
+                try:
+                    r1, r2 = resolve_run(store, run1), resolve_run(store, run2)
+                except UserError as exc:
+                    r1 = r2 = None
+                    problem = exc.line()
+                if r1 is not None and r1 == r2:
+                    problem = (f"run {r1} cannot be compared with itself: pick two different "
+                               "runs")
+                if problem is None:
+                    try:
+                        cmp = data.compare(store, r1, r2)
+                    except UserError as exc:
+                        problem = exc.line()
+                    else:
+                        return page("compare.html", cmp=cmp)
+            # the form, saying what a comparison is (and what was wrong with this one)
+            runs = data.runs_overview(store)
         finally:
             store.close()
-        return page("compare.html", cmp=cmp)
+        resp = page("compare_form.html", runs=runs, run1=run1, run2=run2, problem=problem)
+        resp.status_code = 400 if problem else 200
+        return resp
 
     def writable_store():
         from ..store import Store
@@ -217,19 +328,50 @@ def create_app(store_path: str | Path):
         from ..review.labels import label_item
         from ..runs import load_run
 
+        from starlette.responses import JSONResponse
+
         form = await posted(request)
+        # the page's script saves in place (JSON); a plain form post gets a page back
+        wants_json = "application/json" in (request.headers.get("accept") or "")
         run_id = request.path_params["run_id"]
         reviewer = form.get("reviewer", "").strip()
         if not reviewer or len(reviewer) > 100:
+            if wants_json:
+                return JSONResponse({"ok": False, "error": "reviewer: give a name of at most "
+                                     "100 characters"}, status_code=400)
             raise HTTPException(400, "reviewer: give a name of at most 100 characters")
-        store = writable_store()
+        try:
+            store = writable_store()
+        except HTTPException as exc:
+            if exc.status_code != 409:
+                raise
+            # a run writes the store: nothing is lost, the label is kept on the page (the
+            # script tries again by itself; without it, this page posts it again)
+            if wants_json:
+                return JSONResponse({"ok": False, "busy": True, "error": exc.detail},
+                                    status_code=409)
+            resp = page("busy.html", run_id=run_id, detail=exc.detail, form=form,
+                        token=form_token)
+            resp.status_code = 409
+            return resp
         try:
             run_id = load_run(store, run_id)["run_id"]
             label_item(store, run_id, form.get("item_id", ""), form.get("label", ""), reviewer)
+            if wants_json:
+                mine = {r["item_id"] for r in store.human_labels(run_id)
+                        if r["reviewer"] == reviewer}
+                items = [r["item_id"] for r in store.review_items(run_id)]
         except UserError as exc:
+            if wants_json:
+                return JSONResponse({"ok": False, "error": exc.line()}, status_code=400)
             raise HTTPException(400, exc.line()) from None
         finally:
             store.close()
+        if wants_json:
+            return JSONResponse({"ok": True, "item_id": form.get("item_id"),
+                                 "label": form.get("label"),
+                                 "n_labelled": sum(1 for i in items if i in mine),
+                                 "n_items": len(items), "reviewer": reviewer})
         return RedirectResponse(review_url(run_id, reviewer, form.get("next", "")), 303)
 
     async def review_draw(request):
@@ -266,6 +408,7 @@ def create_app(store_path: str | Path):
         return resp
 
     routes = [Route("/", runs), Route("/runs/{run_id}", run_page),
+              Route("/runs/{run_id}/progress", progress), Route("/runs/{run_id}/row", row),
               Route("/runs/{run_id}/report", report_page),
               Route("/runs/{run_id}/summary", summary),
               Route("/runs/{run_id}/cases", cases),
@@ -274,19 +417,36 @@ def create_app(store_path: str | Path):
               Route("/runs/{run_id}/review/draw", review_draw, methods=["POST"]),
               Route("/runs/{run_id}/cases/{case_id:path}", case),
               Route("/compare", compare), Route("/assets/{name}", asset)]
+    def host_ok(request) -> bool:
+        got = (request.headers.get("host") or "").strip().lower()
+        if hosts is not None:
+            return got in hosts
+        name = got.rsplit(":", 1)[0] if not got.endswith("]") else got
+        return name in LOOPBACK_NAMES
+
     async def headers(request, call_next):
-        resp = await call_next(request)
+        if not host_ok(request):
+            from starlette.responses import PlainTextResponse
+
+            resp = PlainTextResponse("abtest view answers only the address it serves on "
+                                     "(Host header refused)\n", status_code=400)
+        else:
+            resp = await call_next(request)
         # nothing is fetched from the network; model output can never run a script (the
         # full report is a self-contained page with its style inline and no script at all)
         if request.url.path.endswith("/report"):
             resp.headers["Content-Security-Policy"] = ("default-src 'none'; style-src "
                                                        "'unsafe-inline'; img-src data:; "
-                                                       "base-uri 'none'; form-action 'none'")
+                                                       "base-uri 'none'; form-action 'none'; "
+                                                       "frame-ancestors 'none'")
         else:
             # inline style attributes only: the report's figures colour their labels so
             resp.headers["Content-Security-Policy"] = ("default-src 'self'; img-src 'self' "
                                                        "data:; style-src 'self' 'unsafe-inline'; "
-                                                       "base-uri 'none'; form-action 'self'")
+                                                       "base-uri 'none'; form-action 'self'; "
+                                                       "frame-ancestors 'none'")
+        # no other site may frame a page (a click on a framed review form would label an item)
+        resp.headers["X-Frame-Options"] = "DENY"
         resp.headers["Referrer-Policy"] = "no-referrer"
         resp.headers["X-Content-Type-Options"] = "nosniff"
         return resp
@@ -319,8 +479,8 @@ def serve(store_path: str | Path, *, host: str = "127.0.0.1", port: int = 0,
     sock.listen(128)  # connections made before uvicorn starts wait in the backlog
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
-    config = uvicorn.Config(create_app(store_path), log_level="warning", access_log=False,
-                            lifespan="off")
+    config = uvicorn.Config(create_app(store_path, hosts=allowed_hosts(host, bound)),
+                            log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
     if on_ready is not None:
         on_ready(f"http://{shown}:{bound}/", server)

@@ -20,14 +20,72 @@ _LOCK = threading.Lock()
 
 
 def _state(store, run: dict) -> str:
-    """The run's state as its stored summary records it; a running run's also counts its
-    answered cases, so its page moves as the run does."""
+    """The run's state as its stored summary records it; a run stored as running also counts
+    its cases and says whether a process still writes it, so its page moves as the run does."""
     from ..reporting.summary import state_of
+    from ..runs import activity
 
     st = state_of(run, store.labels_state(run["run_id"]))
     if run["status"] == "running":
-        st += f"|{store.answered_counts([run['run_id']]).get(run['run_id'], 0)}"
+        p = store.run_progress([run["run_id"]])[run["run_id"]]
+        st += f"|{activity(store, run)}|{p['started']}|{p['finished']}|{p['errored']}"
     return st
+
+
+def progress(store, run: dict, state: str | None = None) -> dict[str, Any]:
+    """Where a run is, for the line every page of an unfinished run shows: its state
+    (running, interrupted, incomplete, complete), cases finished of all, with an error, and
+    how to continue it (never for a running run: that would start a second writer)."""
+    from ..runs import activity, resume_hint
+
+    state = state or activity(store, run)
+    n = run.get("n_cases") or 0
+    if state == "complete":   # every case finished: nothing to count
+        return {"state": state, "n_cases": n, "started": n, "finished": n, "errored": 0,
+                "not_started": 0, "line": f"complete: {n} of {n} cases finished", "hint": None,
+                "why": ""}
+    p = store.run_progress([run["run_id"]])[run["run_id"]]
+    line = f"{state}: {p['finished']} of {n} cases finished"
+    if p["errored"]:
+        line += f", {p['errored']} with an error"
+    out = {"state": state, "n_cases": n, **p, "not_started": max(n - p["started"], 0),
+           "line": line, "hint": None, "why": ""}
+    if state == "interrupted":
+        out["why"] = ("No process is writing it: the process that ran it stopped before the "
+                      "end (killed, or the machine restarted).")
+    elif state == "incomplete":
+        out["why"] = ("Unfinished cases are not scored; the run page's and report's figures wait "
+                      "until every case is finished.")
+    if state in ("interrupted", "incomplete"):
+        batch = bool(store.has_table("batches") and store.batches(run["run_id"], pending=True))
+        out["hint"] = resume_hint(run, batch=batch)
+    return out
+
+
+_FIXTURE_COUNTS: dict[tuple, dict] = {}
+
+
+def fixture_counts(run: dict) -> dict[str, int] | None:
+    """The fixture's cases, answerable and out of scope, read from its cases file (what a
+    running run's page can say before any figure exists); None when it is not readable."""
+    from pathlib import Path
+
+    p = Path(run.get("fixture_path") or "") / "cases.jsonl"
+    key = (str(p), run.get("fixture_sha256"))
+    with _LOCK:
+        hit = _FIXTURE_COUNTS.get(key)
+    if hit is not None:
+        return hit
+    try:
+        with open(p, encoding="utf-8") as fh:
+            rows = [json.loads(line) for line in fh if line.strip()]
+    except (OSError, ValueError):
+        return None
+    out = {"cases": len(rows), "answerable": sum(1 for r in rows if r.get("answerable", True)),
+           "out_of_scope": sum(1 for r in rows if r.get("answerable", True) is False)}
+    with _LOCK:
+        _FIXTURE_COUNTS[key] = out
+    return out
 
 
 def report_of(store, run: dict, state: str | None = None) -> dict:
@@ -68,41 +126,81 @@ def claim_line(rep: dict) -> tuple[bool, str]:
     return s["licensed"], s["claim"]
 
 
-def runs_overview(store) -> list[dict]:
-    """Every run, newest first, with its claim line and gate decision: from the summaries the
-    store keeps, else from this process's memory; a run with neither is marked pending and
-    the page asks for it (/runs/ID/summary) after it has rendered."""
-    from ..reporting.summary import state_of
+# what the runs page reads of each run (state_of needs status and finished_at)
+RUN_COLUMNS = ("run_id", "kind", "status", "created_at", "finished_at", "fixture_name",
+               "corpus_version", "variant_a_name", "variant_b_name", "generator_model",
+               "judge_model", "n_cases")
 
-    runs = list(reversed(store.list_runs()))
+
+def _run_row(run: dict) -> dict[str, Any]:
+    return {"run_id": run["run_id"], "kind": run["kind"], "status": run["status"],
+            "created_at": str(run["created_at"])[:19], "fixture": run["fixture_name"],
+            "corpus_version": run["corpus_version"], "a": run["variant_a_name"],
+            "b": run["variant_b_name"], "generator": run["generator_model"],
+            "judge": run["judge_model"], "n_cases": run["n_cases"], "pending": False,
+            "licensed": False, "claim": "", "reasons": [], "resolved": "", "gate": "—",
+            "pairwise": None, "faithfulness": None}
+
+
+def _with_summary(row: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    row.update({k: summary.get(k) for k in ("licensed", "claim", "gate", "resolved",
+                                             "n_finished", "pairwise", "faithfulness")})
+    row["reasons"] = summary.get("reasons") or ([] if summary.get("licensed")
+                                                else [summary.get("claim")])
+    return row
+
+
+def _running_row(row: dict[str, Any], state: str, finished: int) -> dict[str, Any]:
+    row.update(status=state, n_finished=finished,
+               claim=("running: no claim until every case is finished" if state == "running"
+                      else "interrupted: its process stopped before the end; resume it (the "
+                      "run page says how)"))
+    row["reasons"] = [row["claim"]]
+    return row
+
+
+def runs_overview(store) -> list[dict]:
+    """Every run, newest first, with its claim line, gate decision and who won: from the
+    summaries the store keeps, else from this process's memory; a run with neither is marked
+    pending and the page asks for its row (/runs/ID/row) after it has rendered."""
+    from ..reporting.summary import state_of
+    from ..runs import activity
+
+    runs = list(reversed(store.list_runs(columns=RUN_COLUMNS)))
     stored, labels = store.run_summaries(), store.labels_states()
-    answered = store.answered_counts(r["run_id"] for r in runs if r["status"] == "running")
+    marked = [r["run_id"] for r in runs if r["status"] == "running"]
+    prog = store.run_progress(marked)
+    writing = store.writing_runs() if marked else set()
     out = []
     for run in runs:
         rid = run["run_id"]
-        row = {"run_id": rid, "kind": run["kind"], "status": run["status"],
-               "created_at": str(run["created_at"])[:19], "fixture": run["fixture_name"],
-               "corpus_version": run["corpus_version"], "a": run["variant_a_name"],
-               "b": run["variant_b_name"], "generator": run["generator_model"],
-               "judge": run["judge_model"], "n_cases": run["n_cases"], "pending": False,
-               "licensed": False, "resolved": "", "gate": "—"}
+        row = _run_row(run)
         if run["status"] == "running":
-            row.update(claim="running: no claim until every case is finished",
-                       n_finished=answered.get(rid, 0))
-            out.append(row)
+            out.append(_running_row(row, activity(store, run, writing),
+                                    (prog.get(rid) or {}).get("finished", 0)))
             continue
         state = state_of(run, labels.get(rid))
         summary = stored.get(rid)
-        if summary is None or summary["state"] != state:
+        if summary is None or summary["state"] != state or "reasons" not in summary:
             with _LOCK:
                 summary = _SUMMARIES.get((str(store.path), rid, state))
         if summary is None:
             row.update(pending=True, claim="…", gate="…")
         else:
-            row.update({k: summary[k] for k in ("licensed", "claim", "gate", "resolved",
-                                                 "n_finished")})
+            _with_summary(row, summary)
         out.append(row)
     return out
+
+
+def run_row(store, run: dict) -> dict[str, Any]:
+    """One run's row of the runs page, its summary built now if need be."""
+    from ..runs import activity
+
+    row = _run_row(run)
+    if run["status"] == "running":
+        p = store.run_progress([run["run_id"]])[run["run_id"]]
+        return _running_row(row, activity(store, run), p["finished"])
+    return _with_summary(row, summary_of(store, run))
 
 
 def word_diff(a: str, b: str) -> list[tuple[str, str]]:
@@ -117,6 +215,40 @@ def word_diff(a: str, b: str) -> list[tuple[str, str]]:
             out.append(("del", " ".join(wa[i1:i2])))
         if j2 > j1:
             out.append(("ins", " ".join(wb[j1:j2])))
+    return out
+
+
+# below this share of words in common (difflib's ratio over the two answers' words), a word
+# diff is fragments of B in a wall of struck-through A: the page sets sentences side by side
+DIFF_MIN_SHARED = 0.5
+
+
+def _sentences(text: str) -> list[str]:
+    import re
+
+    return [x for x in (" ".join(p.split()) for p in
+                        re.split(r"(?<=[.!?])\s+|\n+", text or "")) if x]
+
+
+def answer_diff(a: str, b: str) -> dict[str, Any]:
+    """B against A: a word diff when the answers share most of their words, else their
+    sentences side by side (equal sentences on one row), with the share that decided it."""
+    from itertools import zip_longest
+
+    wa, wb = (a or "").split(), (b or "").split()
+    shared = difflib.SequenceMatcher(a=wa, b=wb, autojunk=False).ratio() if wa or wb else 1.0
+    out: dict[str, Any] = {"shared": shared, "shared_pct": round(100 * shared)}
+    if shared >= DIFF_MIN_SHARED or not wa or not wb:
+        out.update(mode="words", spans=word_diff(a, b))
+        return out
+    sa, sb = _sentences(a), _sentences(b)
+    rows: list[tuple[str | None, str | None, bool]] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=sa, b=sb, autojunk=False).get_opcodes():
+        if op == "equal":
+            rows += [(x, x, True) for x in sa[i1:i2]]
+        else:
+            rows += [(x, y, False) for x, y in zip_longest(sa[i1:i2], sb[j1:j2])]
+    out.update(mode="sentences", rows=rows)
     return out
 
 
@@ -184,6 +316,28 @@ def case_detail(store, run: dict, rep: dict, case_id: str) -> dict[str, Any]:
     for c in rows["checks"]:
         checks.setdefault(c["variant"], []).append(
             {"name": c["name"], "passed": c["passed"], "detail": c.get("detail") or ""})
+    finished = row.get("finished") is not False
+    reasons = list((rep.get("unfinished_reasons") or {}).get(case_id) or row.get("errors") or [])
+    judge_errors = {v: [f"{judge} judge: {j['error']}" for (judge, subj), j in judg.items()
+                        if subj == v and j.get("error")] for v in ("A", "B")}
+    judge_errors["pairwise"] = [f"pairwise judge ({subj[0]} shown first): {j['error']}"
+                                for (judge, subj), j in judg.items()
+                                if judge == "pairwise" and j.get("error")]
+    faith_why = {}
+    for v in ("A", "B"):
+        j = judg.get(("faithfulness", v)) or {}
+        if j.get("score") is not None:
+            continue
+        if (gens.get(v) or {}).get("error"):
+            faith_why[v] = "not scored: the answer failed"
+        elif j.get("error"):
+            faith_why[v] = "not scored: the judge failed"
+        elif not j:
+            faith_why[v] = ("not scored yet" if finished else "not scored: the case is unfinished")
+        elif (judg.get(("abstention", v)) or {}).get("verdict") == "abstained":
+            faith_why[v] = "no factual claim, the answer abstained"
+        else:
+            faith_why[v] = "no factual claim"
     prompt = {v: _messages_text((gens.get(v) or {}).get("messages_json")) for v in ("A", "B")}
     chunks = [{"id": ch.get("id"), "text": ch.get("text"), "by": ch.get("by") or []}
               for ch in (case or {}).get("context", [])]
@@ -198,14 +352,15 @@ def case_detail(store, run: dict, rep: dict, case_id: str) -> dict[str, Any]:
         "answerable": row.get("answerable"), "chunks": chunks, "cited": cited,
         "answers": {v: (gens.get(v) or {}).get("answer") for v in ("A", "B")},
         "errors": {v: (gens.get(v) or {}).get("error") for v in ("A", "B")},
-        "diff": word_diff((gens.get("A") or {}).get("answer") or "",
-                          (gens.get("B") or {}).get("answer") or ""),
+        "diff": answer_diff((gens.get("A") or {}).get("answer") or "",
+                            (gens.get("B") or {}).get("answer") or ""),
         "claims": claims, "coverage": coverage,
         "abstention": {v: (judg.get(("abstention", v)) or {}).get("verdict") for v in ("A", "B")},
         "faithfulness": {v: (judg.get(("faithfulness", v)) or {}).get("score") for v in ("A", "B")},
         "pairwise": pairwise, "outcome": row.get("pairwise"), "checks": checks,
         "prompts": prompt, "prompt_diff": unified_diff(prompt["A"], prompt["B"], "A", "B"),
-        "live": live,
+        "live": live, "finished": finished, "unfinished_reasons": reasons,
+        "judge_errors": judge_errors, "faith_why": faith_why,
     }
 
 

@@ -1,71 +1,420 @@
-// abtest view: table filters and sorting, and claims linked to the chunks they were checked
-// against. No network access: everything is in the page.
+// abtest view: the cases list's filters and sort (kept in the URL), previous/next case keys,
+// claims pinned to the chunks they were checked against, a running run's progress, runs
+// whose summary is still being built, and review labels saved in place. No network access
+// beyond the view's own server. Every page works without this script: the server filters,
+// sorts and saves from the same query strings and forms.
 (function () {
   "use strict";
 
+  function $all(sel, root) { return Array.from((root || document).querySelectorAll(sel)); }
   function rows(table) { return Array.from(table.tBodies[0] ? table.tBodies[0].rows : []); }
 
-  function applyFilters(box) {
+  // ------------------------------------------------------------ simple filters (runs page)
+  function applySimpleFilters(box) {
     var table = document.getElementById(box.dataset.table);
     if (!table) return;
-    var flags = Array.from(box.querySelectorAll("input[data-flag]:checked")).map(function (i) { return i.dataset.flag; });
-    var cols = Array.from(box.querySelectorAll("[data-col]")).filter(function (i) { return i.value; });
-    var shown = 0;
+    var cols = $all("[data-col]", box).filter(function (i) { return i.value; });
     rows(table).forEach(function (tr) {
-      var ok = flags.every(function (f) { return tr.dataset[f] === "yes"; }) &&
-        cols.every(function (i) {
-          var have = (tr.dataset[i.dataset.col] || "").toLowerCase();
-          return i.tagName === "SELECT" ? have === i.value.toLowerCase() : have.indexOf(i.value.toLowerCase()) >= 0;
-        });
+      var ok = cols.every(function (i) {
+        var have = (tr.dataset[i.dataset.col] || "").toLowerCase();
+        return have.indexOf(i.value.toLowerCase()) >= 0;
+      });
       tr.classList.toggle("hidden", !ok);
-      if (ok) shown += 1;
     });
-    var count = box.querySelector(".count");
-    if (count) count.textContent = shown + " of " + rows(table).length + " shown";
   }
 
-  function sortBy(table, col, th) {
-    var asc = th.dataset.dir !== "asc";
-    Array.from(table.tHead.rows[0].cells).forEach(function (c) { delete c.dataset.dir; });
-    th.dataset.dir = asc ? "asc" : "desc";
+  // a table sorted in the page only (the runs list): a header is a button, with an arrow and
+  // aria-sort; text as lowercase strings, numbers as numbers, blanks last, ties in page order
+  function initSimpleSort(table) {
+    rows(table).forEach(function (tr, i) { tr.dataset.idx = i; });
+    var ths = Array.from(table.tHead.rows[0].cells);
+    ths.forEach(function (th, col) {
+      var btn = th.querySelector("button.sortbtn");
+      if (!btn) return;
+      btn.addEventListener("click", function () {
+        var desc = th.getAttribute("aria-sort") === "ascending";
+        var num = th.dataset.kind === "num";
+        var key = function (tr) {
+          var td = tr.cells[col];
+          var raw = (td.dataset.sort !== undefined ? td.dataset.sort : td.textContent).trim();
+          if (!raw) return null;
+          return num ? parseFloat(raw) : raw.toLowerCase();
+        };
+        var body = table.tBodies[0];
+        rows(table).map(function (tr) { return [key(tr), +tr.dataset.idx, tr]; })
+          .sort(function (a, b) {
+            if (a[0] === null || b[0] === null) {
+              if (a[0] === null && b[0] === null) return a[1] - b[1];
+              return a[0] === null ? 1 : -1;
+            }
+            var c = a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0;
+            return (desc ? -c : c) || a[1] - b[1];
+          }).forEach(function (x) { body.appendChild(x[2]); });
+        ths.forEach(function (other) {
+          other.setAttribute("aria-sort", other === th ? (desc ? "descending" : "ascending") : "none");
+          var arrow = other.querySelector(".arrow");
+          if (arrow) arrow.textContent = other === th ? (desc ? "▼" : "▲") : "";
+        });
+      });
+    });
+  }
+
+  // ------------------------------------------------------------ the cases list (URL state)
+  // The same rules as abtest/view/cases.py: a checked flag needs "yes"; a chosen value must
+  // be one of the row's words; the free-text search is the server's (data-match). Sorting:
+  // numbers as numbers, text as lowercase strings, blanks last, ties by case id.
+  var SELECTS = ["incident", "answerable", "finished", "category", "issue"];
+
+  function casesState(form) {
+    var st = {only: [], select: {}, q: form.dataset.q || "", sort: "case", desc: false};
+    $all("input[name=only]", form).forEach(function (i) { if (i.checked) st.only.push(i.value); });
+    SELECTS.forEach(function (k) {
+      var el = form.elements[k];
+      if (el && el.value) st.select[k] = el.value;
+    });
+    var table = document.getElementById(form.dataset.table);
+    st.sort = table.dataset.sort || "case";
+    st.desc = table.dataset.dir === "desc";
+    return st;
+  }
+
+  function stateFromURL() {
+    var p = new URLSearchParams(window.location.search);
+    var st = {only: p.getAll("only"), select: {}, q: p.get("q") || "",
+              sort: p.get("sort") || "case", desc: p.get("dir") === "desc"};
+    SELECTS.forEach(function (k) { if (p.get(k)) st.select[k] = p.get(k); });
+    if (st.only.indexOf("incident") >= 0 && !st.select.incident) st.select.incident = "any";
+    st.only = st.only.filter(function (f) { return f !== "incident"; });
+    return st;
+  }
+
+  function qsOf(st) {   // the order abtest/view/cases.py's Query.qs writes
+    var p = new URLSearchParams();
+    st.only.forEach(function (f) { p.append("only", f); });
+    SELECTS.forEach(function (k) { if (st.select[k]) p.append(k, st.select[k]); });
+    if (st.q) p.append("q", st.q);
+    if (st.sort && st.sort !== "case") p.append("sort", st.sort);
+    if (st.desc) p.append("dir", "desc");
+    var s = p.toString();
+    return s ? "?" + s : "";
+  }
+
+  function rowPasses(tr, st) {
+    if (st.only.some(function (f) { return tr.dataset[f] !== "yes"; })) return false;
+    for (var k in st.select) {
+      if ((tr.dataset[k] || "").split(" ").indexOf(st.select[k]) < 0) return false;
+    }
+    return tr.dataset.match !== "no";
+  }
+
+  function sortRows(table, st) {
+    var ths = Array.from(table.tHead.rows[0].cells);
+    var col = ths.findIndex(function (th) { return th.dataset.key === st.sort; });
+    if (col < 0) col = 0;
+    var num = ths[col].dataset.kind === "num";
     var key = function (tr) {
       var td = tr.cells[col];
-      var raw = td.dataset.sort !== undefined ? td.dataset.sort : td.textContent.trim();
-      var n = parseFloat(raw);
-      return raw === "" ? null : (isNaN(n) ? raw.toLowerCase() : n);
+      var raw = td.dataset.sort !== undefined ? td.dataset.sort : td.textContent;  // as written
+      if (raw === "") return null;
+      return num ? parseFloat(raw) : raw.toLowerCase();
     };
     var body = table.tBodies[0];
-    rows(table).sort(function (a, b) {
-      var x = key(a), y = key(b);
-      if (x === null) return 1;
-      if (y === null) return -1;
-      return (x < y ? -1 : x > y ? 1 : 0) * (asc ? 1 : -1);
-    }).forEach(function (tr) { body.appendChild(tr); });
+    // ties keep the report's order, which is by case id (as strings, not lowercased)
+    var byId = function (a, b) { return a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0; };
+    rows(table).map(function (tr) { return [key(tr), tr.cells[0].textContent, tr]; })
+      .sort(function (a, b) {
+        if (a[0] === null || b[0] === null) {
+          if (a[0] === null && b[0] === null) return byId(a, b);
+          return a[0] === null ? 1 : -1;   // blanks last, either way
+        }
+        var c = a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0;
+        return (st.desc ? -c : c) || byId(a, b);
+      })
+      .forEach(function (x) { body.appendChild(x[2]); });
+    ths.forEach(function (th) {
+      var on = th.dataset.key === st.sort;
+      th.setAttribute("aria-sort", on ? (st.desc ? "descending" : "ascending") : "none");
+      var arrow = th.querySelector(".arrow");
+      if (arrow) arrow.textContent = on ? (st.desc ? "▼" : "▲") : "";
+    });
+    table.dataset.sort = st.sort;
+    table.dataset.dir = st.desc ? "desc" : "asc";
   }
 
-  function light(nodes, on) { nodes.forEach(function (n) { n.classList.toggle("lit", on); }); }
+  function renderCases(form, st) {
+    var table = document.getElementById(form.dataset.table);
+    var base = form.getAttribute("action");
+    sortRows(table, st);
+    var shown = 0, inc = {A: 0, B: 0};
+    var qs = qsOf(st);
+    rows(table).forEach(function (tr) {
+      var ok = rowPasses(tr, st);
+      tr.classList.toggle("hidden", !ok);
+      if (ok) {
+        shown += 1;
+        (tr.dataset.incident || "").split(" ").forEach(function (v) { if (v in inc) inc[v] += 1; });
+      }
+      var a = tr.querySelector("a.case-link");
+      if (a) a.search = qs;   // a case page finds its previous / next in this list
+    });
+    $all("th[data-key] a.sort", table).forEach(function (a) {
+      var key = a.parentNode.dataset.key;
+      var next = {only: st.only, select: st.select, q: st.q, sort: key,
+                  desc: key === st.sort ? !st.desc : false};
+      a.setAttribute("href", base + qsOf(next));
+    });
+    var set = function (id, v) { var el = document.getElementById(id); if (el) el.textContent = v; };
+    set("n-shown", shown);
+    set("inc-a", inc.A);
+    set("inc-b", inc.B);
+    // the form submits the sort too (a search keeps the order)
+    ["sort", "dir"].forEach(function (n) {
+      var el = form.querySelector("input[type=hidden][name=" + n + "]");
+      var want = n === "sort" ? (st.sort !== "case" ? st.sort : "") : (st.desc ? "desc" : "");
+      if (!want) { if (el) el.remove(); return; }
+      if (!el) {
+        el = document.createElement("input");
+        el.type = "hidden";
+        el.name = n;
+        form.appendChild(el);
+      }
+      el.value = want;
+    });
+  }
 
+  function setControls(form, st) {
+    $all("input[name=only]", form).forEach(function (i) { i.checked = st.only.indexOf(i.value) >= 0; });
+    SELECTS.forEach(function (k) {
+      var el = form.elements[k];
+      if (el) el.value = st.select[k] || "";
+    });
+    var table = document.getElementById(form.dataset.table);
+    table.dataset.sort = st.sort;
+    table.dataset.dir = st.desc ? "desc" : "asc";
+  }
+
+  function initCases(form) {
+    var table = document.getElementById(form.dataset.table);
+    form.dataset.q = stateFromURL().q;
+    var push = function (st) {
+      var url = form.getAttribute("action") + qsOf(st);
+      if (url !== window.location.pathname + window.location.search) {
+        history.pushState(null, "", url);
+      }
+    };
+    form.addEventListener("change", function (e) {
+      if (e.target.name === "q") return;   // the search is the server's: Enter submits it
+      var st = casesState(form);
+      renderCases(form, st);
+      push(st);
+    });
+    $all("th[data-key] a.sort", table).forEach(function (a) {
+      a.addEventListener("click", function (e) {
+        if (e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;  // a new tab: the server
+        e.preventDefault();
+        var st = casesState(form);
+        var key = a.parentNode.dataset.key;
+        st.desc = key === st.sort ? !st.desc : false;
+        st.sort = key;
+        renderCases(form, st);
+        push(st);
+      });
+    });
+    var sync = function () {   // the URL is the truth: after Back, or a page restored from cache
+      var st = stateFromURL();
+      if (st.q !== form.dataset.q) { window.location.reload(); return; }
+      setControls(form, st);
+      renderCases(form, st);
+    };
+    window.addEventListener("popstate", sync);
+    window.addEventListener("pageshow", function (e) { if (e.persisted) sync(); });
+    // the server rendered the URL's list: redo it only if the controls say otherwise (a
+    // browser that restored a control's old value), not on every load of 1,000 rows
+    var now = casesState(form), want = stateFromURL();
+    if (JSON.stringify([now.only, now.select]) !== JSON.stringify([want.only, want.select])) sync();
+  }
+
+  // ------------------------------------------------------------ a case: claims ↔ chunks, j/k
   function chunkEls(id) {
-    return Array.from(document.querySelectorAll(".chunk")).filter(function (c) { return c.dataset.chunk === id; });
+    return $all(".chunk").filter(function (c) { return c.dataset.chunk === id; });
   }
 
-  // runs whose summary is neither stored nor in the server's memory: ask for each after the
-  // page has rendered, two at a time (each builds that run's report once)
+  function clearPins() {
+    $all(".claim.lit, .chunk.lit").forEach(function (n) {
+      n.classList.remove("lit");
+      n.setAttribute("aria-pressed", "false");
+    });
+  }
+
+  function pinClaim(cl) {
+    var was = cl.classList.contains("lit");
+    clearPins();
+    if (was) return;   // a second click lets go
+    cl.classList.add("lit");
+    cl.setAttribute("aria-pressed", "true");
+    var chunks = chunkEls(cl.dataset.chunk);
+    chunks.forEach(function (c) { c.classList.add("lit"); });
+    if (chunks[0]) reveal(chunks[0]);
+  }
+
+  // Bring a chunk into view. On wide screens the context column is sticky and scrolls by
+  // itself: scroll it, not the page, so the claim that was clicked stays where it is.
+  function reveal(el) {
+    var col = el.closest(".context");
+    var cs = col && window.getComputedStyle(col);
+    if (!col || cs.position !== "sticky" || col.scrollHeight <= col.clientHeight) {
+      el.scrollIntoView({block: "nearest", inline: "nearest"});
+      return;
+    }
+    var pad = 8;
+    var cr = col.getBoundingClientRect(), r = el.getBoundingClientRect();
+    var top = Math.max(cr.top, 0) + pad, bottom = Math.min(cr.bottom, window.innerHeight) - pad;
+    if (r.top < top) col.scrollTop -= top - r.top;
+    else if (r.bottom > bottom) col.scrollTop += Math.min(r.bottom - bottom, r.top - top);
+    r = el.getBoundingClientRect();
+    if (r.top < 0 || r.top > window.innerHeight - 40) el.scrollIntoView({block: "nearest"});
+  }
+
+  function pinChunk(ch) {
+    var was = ch.classList.contains("lit") && !$all(".claim.lit").length;
+    clearPins();
+    if (was) return;
+    ch.classList.add("lit");
+    ch.setAttribute("aria-pressed", "true");
+    var claims = (ch.dataset.claims || "").split(" ").filter(Boolean)
+      .map(function (id) { return document.getElementById("claim-" + id); }).filter(Boolean);
+    claims.forEach(function (el) { el.classList.add("lit"); });
+  }
+
+  function activate(el, fn) {
+    el.addEventListener("click", function () { fn(el); });
+    el.addEventListener("keydown", function (e) {
+      if (e.key === "Enter" || e.key === " " || e.key === "Spacebar") {
+        e.preventDefault();   // Space would scroll the page
+        fn(el);
+      }
+    });
+  }
+
+  function initCase() {
+    $all(".claim").forEach(function (cl) {
+      activate(cl, pinClaim);
+      // hovering shows where a claim points without moving the pinned highlight
+      var peek = function (on) {
+        cl.classList.toggle("peek", on);
+        chunkEls(cl.dataset.chunk).forEach(function (c) { c.classList.toggle("peek", on); });
+      };
+      cl.addEventListener("mouseenter", function () { peek(true); });
+      cl.addEventListener("mouseleave", function () { peek(false); });
+    });
+    $all(".chunk").forEach(function (ch) { activate(ch, pinChunk); });
+    var nav = document.getElementById("case-nav");
+    if (!nav) return;
+    document.addEventListener("keydown", function (e) {
+      if (e.ctrlKey || e.metaKey || e.altKey || e.defaultPrevented) return;
+      var t = e.target;
+      if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+      var link = e.key === "j" ? document.getElementById("next-case")
+        : e.key === "k" ? document.getElementById("prev-case") : null;
+      if (link) {
+        e.preventDefault();
+        window.location.assign(link.href);
+      }
+    });
+  }
+
+  // ------------------------------------------------------------ review labels, saved in place
+  // A label is posted as the form would post it, without leaving the page. While a run writes
+  // the store the view cannot save (one writer at a time): the label stays selected, the item
+  // says so, and the page tries again every 2 s until the run has finished.
+  function saveLabel(form) {
+    var status = form.querySelector(".save-status");
+    var section = form.closest(".review-item");
+    window.clearTimeout(+form.dataset.retry || 0);
+    var chosen = form.querySelector("input[name=label]:checked");
+    if (!chosen) { form.reportValidity(); return; }
+    status.textContent = "saving…";
+    status.className = "save-status";
+    fetch(form.action, {method: "POST", credentials: "same-origin",
+                        headers: {"Accept": "application/json"},
+                        body: new URLSearchParams(new FormData(form))})
+      .then(function (r) { return r.json(); })
+      .then(function (j) {
+        if (j.ok) {
+          status.textContent = "saved";
+          section.classList.remove("todo");
+          section.classList.add("done");
+          var badge = section.querySelector(".badge.given");
+          if (badge) { badge.textContent = "labelled " + j.label; badge.hidden = false; }
+          var prog = document.getElementById("review-progress");
+          if (prog) prog.textContent = j.n_labelled + " of " + j.n_items + " labelled by " + j.reviewer;
+          var todo = document.querySelector(".review-item.todo");
+          var wrap = document.getElementById("next-unlabelled-wrap");
+          if (wrap) wrap.hidden = !todo;
+          var nextLink = document.getElementById("next-unlabelled");
+          if (todo && nextLink) nextLink.setAttribute("href", "#" + todo.id);
+          return;
+        }
+        if (j.busy) {
+          status.textContent = "The store is busy: a run is writing it. Your label (" + chosen.value +
+            ") is kept here and saved as soon as the run finishes (trying again every 2 s).";
+          status.className = "save-status busy-note";
+          form.dataset.retry = window.setTimeout(function () { saveLabel(form); }, 2000);
+          return;
+        }
+        status.textContent = j.error || "not saved";
+        status.className = "save-status no";
+      })
+      .catch(function () {
+        status.textContent = "the view did not answer; trying again in 2 s";
+        form.dataset.retry = window.setTimeout(function () { saveLabel(form); }, 2000);
+      });
+  }
+
+  function initReview() {
+    $all("form.label-form").forEach(function (form) {
+      form.addEventListener("submit", function (e) {
+        e.preventDefault();
+        saveLabel(form);
+      });
+    });
+  }
+
+  // ------------------------------------------------------------ a running run's pages
+  function followProgress(box) {
+    var url = box.dataset.progress;
+    var line = document.getElementById("progress-line");
+    var next = function () {
+      window.setTimeout(function () {   // at most one request every 2 s
+        fetch(url, {credentials: "same-origin", cache: "no-store"})
+          .then(function (r) { return r.ok ? r.json() : null; })
+          .then(function (p) {
+            if (!p) return next();
+            if (line) line.textContent = p.line;
+            box.dataset.state = p.state;
+            if (p.state !== "running") { window.location.reload(); return; }  // ended: stop
+            next();
+          }).catch(next);
+      }, 2000);
+    };
+    next();
+  }
+
+  // ------------------------------------------------------------ runs page: pending summaries
   function fillPending() {
-    var todo = Array.from(document.querySelectorAll("tr[data-pending]"));
+    var todo = $all("tr[data-pending]");
     function next() {
       var tr = todo.shift();
       if (!tr) return;
-      fetch(tr.dataset.pending, {credentials: "same-origin"}).then(function (r) { return r.json(); })
-        .then(function (s) {
-          var claim = tr.querySelector(".claim-cell"), gate = tr.querySelector(".gate-cell");
-          claim.textContent = s.claim;
-          claim.className = "claim-cell " + (s.licensed ? "ok" : "no");
-          gate.textContent = s.gate;
-          gate.className = "gate-cell gate-" + s.gate;
-          var res = tr.querySelector(".resolved");
-          if (res) res.textContent = s.resolved || "";
-          tr.removeAttribute("data-pending");
+      fetch(tr.dataset.row, {credentials: "same-origin"}).then(function (r) { return r.text(); })
+        .then(function (html) {
+          var tmp = document.createElement("tbody");
+          tmp.innerHTML = html.trim();   // the row as the server renders it (escaped there)
+          var fresh = tmp.querySelector("tr");
+          if (!fresh || !tr.parentNode) return;
+          fresh.dataset.idx = tr.dataset.idx || "";             // its place for the sort
+          fresh.classList.toggle("hidden", tr.classList.contains("hidden"));  // and filters
+          tr.parentNode.replaceChild(fresh, tr);
         }).catch(function () {}).then(next);
     }
     next(); next();
@@ -73,41 +422,18 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     fillPending();
-    // a link may preset one filter of the cases page (?only=incident|flipped|checkfail|…)
-    var only = new URLSearchParams(window.location.search).get("only");
-    if (only) {
-      var box = document.querySelector("input[data-flag='" + only.replace(/[^a-z]/g, "") + "']");
-      if (box) box.checked = true;
-    }
-    document.querySelectorAll(".filters").forEach(function (box) {
-      box.addEventListener("input", function () { applyFilters(box); });
-      box.addEventListener("change", function () { applyFilters(box); });
-      applyFilters(box);
+    $all(".filters[data-table]").forEach(function (box) {
+      if (box.id === "case-filters") return;
+      box.addEventListener("input", function () { applySimpleFilters(box); });
+      window.addEventListener("pageshow", function () { applySimpleFilters(box); });
+      applySimpleFilters(box);
     });
-    document.querySelectorAll("table.sortable").forEach(function (table) {
-      Array.from(table.tHead.rows[0].cells).forEach(function (th, i) {
-        th.addEventListener("click", function () { sortBy(table, i, th); });
-      });
-    });
-    // hover (or focus) a claim: its chunk lights up
-    document.querySelectorAll(".claim").forEach(function (cl) {
-      var on = function () { light(chunkEls(cl.dataset.chunk), true); cl.classList.add("lit"); };
-      var off = function () { light(chunkEls(cl.dataset.chunk), false); cl.classList.remove("lit"); };
-      cl.addEventListener("mouseenter", on); cl.addEventListener("focus", on);
-      cl.addEventListener("mouseleave", off); cl.addEventListener("blur", off);
-    });
-    // click a chunk: the claims checked against it light up (click again to clear)
-    document.querySelectorAll(".chunk").forEach(function (ch) {
-      ch.addEventListener("click", function () {
-        var on = !ch.classList.contains("lit");
-        document.querySelectorAll(".claim.lit, .chunk.lit").forEach(function (n) { n.classList.remove("lit"); });
-        if (!on) return;
-        ch.classList.add("lit");
-        (ch.dataset.claims || "").split(" ").filter(Boolean).forEach(function (id) {
-          var el = document.getElementById("claim-" + id);
-          if (el) el.classList.add("lit");
-        });
-      });
-    });
+    $all("table.sortable").forEach(function (t) { if (t.id !== "cases-table") initSimpleSort(t); });
+    var form = document.getElementById("case-filters");
+    if (form) initCases(form);
+    initCase();
+    initReview();
+    var prog = document.querySelector("[data-progress]");
+    if (prog) followProgress(prog);
   });
 })();
