@@ -369,6 +369,8 @@ def test_calls_against_a_limited_provider_stay_under_its_limit(mode):
             results = list(pool.map(lambda i: gw.complete(spec, _msgs(i), purpose="x"),
                                     range(n)))
         rows = [r for r in srv.requests if r.get("model") == "m"]
+        source = gw.limits.get(spec).status()["source"]
+    assert source == ("set" if limits else "headers")
     assert all(r.ok for r in results)             # no call failed, and none used a retry
     ok = [r for r in rows if r["status"] == 200]
     tokens = sum(r["tokens"] for r in ok)
