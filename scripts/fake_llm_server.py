@@ -435,6 +435,11 @@ class _HTTPServer(ThreadingHTTPServer):
     block_on_close = False         # server_close() does not join hanging handlers
     allow_reuse_address = True
 
+    def handle_error(self, request, client_address) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return   # a client that went away (killed, or its timeout fired): nothing to say
+        super().handle_error(request, client_address)
+
 
 class FakeLLMServer:
     """In-process fake OpenAI-compatible server. See module docstring."""
