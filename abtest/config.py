@@ -75,6 +75,9 @@ DEFAULT_CONFIG_YAML = """\
 # API keys are read from the environment (api_key_env), never written anywhere.
 generator: {model: local/smollm2, temperature: 0, max_tokens: 200}
 judge:     {model: local/smollm2, temperature: 0, max_tokens: 400}
+# A hosted model's rate limits, to run just under them: {…, rpm: 500, tpm: 200000}; without
+# them abtest paces a model by its provider's rate-limit headers and 429s.
+# concurrency: requests in flight per model (a model may set its own).
 concurrency: 4
 timeout_s: 120
 max_retries: 6

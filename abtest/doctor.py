@@ -2,7 +2,7 @@
 
 Each check says ok, warn (works, with a caveat) or FAIL (a run would fail): Python and the
 packages, the config, the embedded model (loaded and asked for one token), each configured
-model's key (and, with `call=True`, one tiny request), the results store (schema, and
+model's key and limits (and, with `call=True`, one tiny request), the results store (schema, and
 whether a writer could open it now) and Chromium for the HTML tests. Nothing is written.
 """
 
@@ -74,7 +74,12 @@ def run_checks(config_path: str | os.PathLike | None = None, *, call: bool = Fal
     out.append(_embedded(uses_local, load_embedded))
 
     for role, spec in specs:
-        out.append(_model(role, spec, call, lc))
+        check = _model(role, spec, call, lc)
+        if role in ("generator", "judge"):   # the calls a run paces (abtest.llm.ratelimit)
+            from .llm.ratelimit import describe_limits
+
+            check.detail += f"; limits: {describe_limits(spec, lc.config.concurrency)}"
+        out.append(check)
 
     if lc is not None:
         out.append(_store(lc.store_path))

@@ -181,6 +181,12 @@ class ModelSpec(Strict):
     seed: int | None = 0
     extra: dict[str, Any] = {}
     price: Price | None = None
+    concurrency: int | None = Field(default=None, ge=1, le=1024, description=(
+        "requests in flight to this model at most (default: the run's concurrency)"))
+    rpm: float | None = Field(default=None, gt=0, description=(
+        "the provider's requests per minute for this model: calls are paced under it"))
+    tpm: float | None = Field(default=None, gt=0, description=(
+        "the provider's tokens per minute (prompt + completion): calls are paced under it"))
 
 
 class Gates(Strict):
@@ -252,7 +258,8 @@ class RetrieverConfig(Strict):
 class Config(Strict):
     generator: ModelSpec = ModelSpec()
     judge: ModelSpec = ModelSpec(max_tokens=512)
-    concurrency: int = Field(default=8, ge=1, le=256)
+    concurrency: int = Field(default=8, ge=1, le=256, description=(
+        "requests in flight per model, for a model that sets no concurrency of its own"))
     timeout_s: float = Field(default=120, gt=0)
     max_retries: int = Field(default=6, ge=0, le=50)
     retry_backoff_s: float = Field(default=0.5, ge=0)
@@ -279,6 +286,15 @@ class Config(Strict):
         "hard budget per run: stop before the call that could cross it (--max-cost wins)"))
     batch_poll_s: float = Field(default=30.0, gt=0, le=3600, description=(
         "run --batch: seconds between looks at the provider's batches"))
+
+    @model_validator(mode="after")
+    def _limits_on_chat_models(self) -> "Config":
+        for name in ("embedding", "reranker"):
+            spec = getattr(self, name)
+            if spec is not None and (spec.concurrency or spec.rpm or spec.tpm):
+                raise ValueError(f"{name}: concurrency, rpm and tpm pace the generator's and the "
+                                 "judge's calls only; remove them here")
+        return self
 
     @model_validator(mode="after")
     def _legacy_margin(self) -> "Config":

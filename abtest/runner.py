@@ -603,11 +603,15 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
     drift: list[str] = []
     n_waiting = 0
     # cases and the tasks inside a case run side by side; the gateway bounds the provider calls
-    # in flight, so the pipeline never drains at the tail. Cases are submitted through a small
-    # window, so memory does not grow with the fixture.
-    workers = max(1, min(2 * cfg.concurrency, n_todo))
+    # in flight (per model), so the pipeline never drains at the tail. Cases are submitted
+    # through a small window, so memory does not grow with the fixture.
+    from .llm.ratelimit import STATUS_EVERY_S, in_flight_bound
+
+    slots = in_flight_bound([plan.gen_a, plan.gen_b, plan.judge], cfg.concurrency)
+    workers = max(1, min(2 * slots, n_todo))
+    last_rates = time.monotonic()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="abtest-case") as pool, \
-            ThreadPoolExecutor(max_workers=2 * cfg.concurrency + 2,
+            ThreadPoolExecutor(max_workers=2 * slots + 2,
                                thread_name_prefix="abtest-task") as inner:
         pending: dict = {}
 
@@ -645,6 +649,13 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
                     if waiting:
                         status = "waiting for a batch"
                     progress(f"[{done}/{n_todo}] {case.id}: {status}")
+                    if time.monotonic() - last_rates >= STATUS_EVERY_S:
+                        last_rates = time.monotonic()
+                        for line in gw.rate_lines():
+                            progress(f"rate: {line}")
+    if progress:   # each model's rates, waits on its limit and 429s, as the run ended
+        for line in gw.rate_lines():
+            progress(f"rate: {line}")
     if cfg.judge_repeats and "pairwise" in cfg.judges and not n_waiting:
         _judge_repeats(gw, lc, store, run_id, plan, set(unfinished), progress)
     if drift:

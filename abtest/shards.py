@@ -22,11 +22,16 @@ SAME = ("fixture_sha256", "variant_a_sha256", "variant_b_sha256", "generator_mod
 # settings that change how a machine runs, never what a run measures
 OPERATIONAL = ("store", "concurrency", "timeout_s", "max_retries", "retry_backoff_s",
                "max_cost_usd", "batch_poll_s", "retriever")
+MODEL_OPERATIONAL = ("concurrency", "rpm", "tpm")   # a model's pacing, not its answers
 
 
 def _measured(config_json: str | None) -> dict:
     cfg = json.loads(config_json or "{}")
-    return {k: v for k, v in cfg.items() if k not in OPERATIONAL}
+    out = {k: v for k, v in cfg.items() if k not in OPERATIONAL}
+    for k, v in out.items():
+        if isinstance(v, dict) and "model" in v:
+            out[k] = {f: x for f, x in v.items() if f not in MODEL_OPERATIONAL}
+    return out
 
 
 def load_source(store, source: str) -> tuple[str, dict, dict[str, list[dict]]]:

@@ -38,7 +38,13 @@ def config(url: str, concurrency: int, judges: str = "[pairwise, faithfulness, c
             f"store: {store}\njudges: {judges}\n")
 
 
-def make_project(root: Path, n: int, url: str, concurrency: int, **kw) -> Path:
+FILLER = ("It was recorded in the archive together with the notes of the committee, the dates "
+          "of each meeting and the names of everyone who took part in the work. ")
+
+
+def make_project(root: Path, n: int, url: str, concurrency: int, filler: int = 0,
+                 **kw) -> Path:
+    """A project of n synthetic cases; `filler` sentences lengthen every chunk."""
     from abtest.fixtures import write_fixture
     from abtest.models import Case, Chunk
 
@@ -48,7 +54,8 @@ def make_project(root: Path, n: int, url: str, concurrency: int, **kw) -> Path:
     (root / "abtest.yaml").write_text(config(url, concurrency, **kw))
     cases = [Case(id=f"q{i:06d}", question=f"What is fact number {i}?", answerable=i % 5 != 0,
                   corpus_version="bench", retriever="synthetic", reference_answer=f"fact {i}",
-                  context=[Chunk(id=f"c{i}-{j}", text=f"Fact number {i}.{j} says that {i} is a number.")
+                  context=[Chunk(id=f"c{i}-{j}", text=(f"Fact number {i}.{j} says that {i} is "
+                                 f"a number." + (" " + FILLER * filler).rstrip()))
                            for j in range(3)])
              for i in range(n)]
     write_fixture(root / "fixtures" / "bench", cases, corpus_version="bench", retriever="synthetic",

@@ -15,6 +15,17 @@ Endpoints (with or without the ``/v1`` prefix):
   read; ``batch_expire`` makes it expire with half done, ``batch_fail_first_n`` fails that
   many requests of each batch (500 in the error file).
 
+Rate limits per model (``limits={"judge": {"rpm": 600, "tpm": 120000}}``, ``"*"`` for every
+other model; ``--limit judge=600/120000``): at most ``rpm`` requests and ``tpm`` tokens in
+any sliding window of ``window_s`` seconds (60; scaled, the window holds ``rpm x
+window_s / 60``). A request's tokens are its usage (prompt + completion words, as the reply
+reports them), counted when it arrives. A request past a limit is answered 429 with
+``Retry-After`` (when there is room again) and counts against the requests (as OpenAI
+documents: unsuccessful requests count); one larger than the whole window is answered 429
+"Request too large". Every reply for a limited model carries OpenAI's headers:
+``x-ratelimit-limit-{requests,tokens}`` (per minute), ``-remaining-`` (left in the window)
+and ``-reset-`` (until the window is empty, as ``1.5s`` / ``120ms``).
+
 Faults can be injected by rate (seeded) or deterministically for the first N attempts of
 each request hash: ``429`` (with ``Retry-After``), ``500``, ``503``, ``timeout`` (hang),
 ``malformed`` (200 with a non-JSON body), ``truncated_json`` (200, content is a JSON
@@ -328,12 +339,106 @@ def fake_embedding(text: str, dim: int = EMBEDDING_DIM) -> list[float]:
     return [v / norm for v in vals]
 
 
+# ------------------------------------------------------------------- rate windows
+
+def go_duration(seconds: float) -> str:
+    """OpenAI's reset format: ``120ms``, ``1.5s``, ``6m0s``."""
+    if seconds < 1:
+        return f"{max(0, round(seconds * 1000))}ms"
+    minutes, rest = divmod(seconds, 60)
+    rest_txt = f"{rest:.3f}".rstrip("0").rstrip(".")
+    return f"{int(minutes)}m{rest_txt}s" if minutes else f"{rest_txt}s"
+
+
+class RateWindow:
+    """One model's sliding window of requests and tokens."""
+
+    def __init__(self, rpm: float | None, tpm: float | None, window_s: float = 60.0,
+                 count_rejected: bool = True):
+        self.rpm, self.tpm, self.window_s = rpm, tpm, float(window_s)
+        self.rcap = max(1.0, rpm * window_s / 60) if rpm else None
+        self.tcap = max(1.0, tpm * window_s / 60) if tpm else None
+        self.count_rejected = count_rejected
+        self.reqs: list[float] = []               # arrival times (sorted)
+        self.toks: list[tuple[float, int]] = []   # (arrival, tokens)
+        self.tok_sum = 0
+
+    def _expire(self, now: float) -> None:
+        cut = now - self.window_s
+        i = 0
+        while i < len(self.reqs) and self.reqs[i] <= cut:
+            i += 1
+        del self.reqs[:i]
+        j = 0
+        while j < len(self.toks) and self.toks[j][0] <= cut:
+            self.tok_sum -= self.toks[j][1]
+            j += 1
+        del self.toks[:j]
+
+    def admit(self, tokens: int, now: float) -> tuple[bool, str | None, float | None]:
+        """(admitted, why not: "requests" | "tokens" | "too_large", seconds until room)."""
+        self._expire(now)
+        if self.tcap is not None and tokens > self.tcap:
+            return False, "too_large", None
+        waits: dict[str, float] = {}
+        if self.rcap is not None and len(self.reqs) + 1 > self.rcap:
+            k = len(self.reqs) + 1 - int(self.rcap)       # this many must leave the window
+            waits["requests"] = self.reqs[k - 1] + self.window_s - now
+        if self.tcap is not None and self.tok_sum + tokens > self.tcap:
+            need, acc = self.tok_sum + tokens - self.tcap, 0
+            for t, n in self.toks:
+                acc += n
+                if acc >= need:
+                    waits["tokens"] = t + self.window_s - now
+                    break
+        if waits:
+            if self.count_rejected:
+                self.reqs.append(now)
+            why = max(waits, key=waits.get)
+            return False, why, max(0.001, waits[why])
+        self.reqs.append(now)
+        self.toks.append((now, tokens))
+        self.tok_sum += tokens
+        return True, None, None
+
+    def headers(self, now: float) -> dict[str, str]:
+        self._expire(now)
+        out = {}
+        for kind, limit, cap, used, last in (
+                ("requests", self.rpm, self.rcap, len(self.reqs),
+                 self.reqs[-1] if self.reqs else None),
+                ("tokens", self.tpm, self.tcap, self.tok_sum,
+                 self.toks[-1][0] if self.toks else None)):
+            if limit is None:
+                continue
+            out[f"x-ratelimit-limit-{kind}"] = str(int(limit))
+            out[f"x-ratelimit-remaining-{kind}"] = str(max(0, int(cap - used)))
+            out[f"x-ratelimit-reset-{kind}"] = go_duration(
+                0.0 if last is None else max(0.0, last + self.window_s - now))
+        return out
+
+
+def parse_limit_arg(spec: str) -> tuple[str, dict]:
+    """``"judge=600/120000"`` -> ``("judge", {"rpm": 600, "tpm": 120000})``; ``-`` for none."""
+    model, sep, rates = spec.partition("=")
+    rpm, _, tpm = rates.partition("/")
+    if not sep or not model:
+        raise ValueError(f"bad limit {spec!r}; expected MODEL=RPM/TPM (- for none)")
+    val = (lambda x: None if x.strip() in ("", "-") else float(x))
+    return model.strip(), {"rpm": val(rpm), "tpm": val(tpm)}
+
+
 # --------------------------------------------------------------------------- server
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True          # handler threads never block interpreter exit
     block_on_close = False         # server_close() does not join hanging handlers
     allow_reuse_address = True
+
+    def handle_error(self, request, client_address) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return   # a client that went away (killed, or its timeout fired): nothing to say
+        super().handle_error(request, client_address)
 
 
 class FakeLLMServer:
@@ -347,7 +452,9 @@ class FakeLLMServer:
                  deterministic_faults_by_hash: bool = False,
                  fault_embeddings: bool = False, verbose: bool = False, keep_alive: bool = False,
                  batch_seconds: float = 0.0, batch_expire: bool = False,
-                 batch_fail_first_n: int = 0, batch_api: bool = True):
+                 batch_fail_first_n: int = 0, batch_api: bool = True,
+                 limits: dict[str, dict] | None = None, window_s: float = 60.0,
+                 rate_headers: bool = True, count_rejected: bool = True):
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("FakeLLMServer only binds to loopback")
         self.latency = float(latency)
@@ -382,6 +489,14 @@ class FakeLLMServer:
         self.batch_api = batch_api      # False: /v1/files and /v1/batches answer 404 (llama.cpp)
         self.files: dict[str, dict] = {}
         self.batches: dict[str, dict] = {}
+        # rate limits: one sliding window per model (see the module docstring)
+        self.limits = {m: {"rpm": v.get("rpm"), "tpm": v.get("tpm")}
+                       for m, v in (limits or {}).items()}
+        self.window_s = float(window_s)
+        self.rate_headers = rate_headers
+        self.count_rejected = count_rejected
+        self.windows: dict[str, RateWindow] = {}
+        self.rate_stats: dict[str, dict[str, int]] = {}   # model -> requests, rejected, tokens
 
         self.counts: dict[str, int] = {}
         self.fault_counts: dict[str, int] = {}
@@ -467,6 +582,8 @@ class FakeLLMServer:
             self.requests.clear()
             self.max_in_flight = 0
             self.first_request_at = self.last_request_at = None
+            self.windows.clear()
+            self.rate_stats.clear()
 
     def _register(self, path: str, body: Any) -> tuple[str, int, float]:
         h = request_hash(body)
@@ -508,6 +625,39 @@ class FakeLLMServer:
             if idx < len(self.requests):
                 self.requests[idx]["fault"] = kind
 
+    def window_for(self, model: str | None) -> RateWindow | None:
+        lim = self.limits.get(model or "", self.limits.get("*"))
+        if not lim or not (lim.get("rpm") or lim.get("tpm")):
+            return None
+        key = model or ""
+        if key not in self.windows:
+            self.windows[key] = RateWindow(lim.get("rpm"), lim.get("tpm"), self.window_s,
+                                           self.count_rejected)
+        return self.windows[key]
+
+    def admit(self, idx: int, body: dict, tokens: int) -> tuple[bool, dict, str | None,
+                                                                  float | None]:
+        """Count one chat request against its model's window: (admitted, the headers for
+        its reply, why not, Retry-After seconds)."""
+        model = body.get("model") or ""
+        with self._lock:
+            win = self.window_for(model)
+            st = self.rate_stats.setdefault(model, {"requests": 0, "rejected": 0, "tokens": 0})
+            st["requests"] += 1
+            if win is None:
+                st["tokens"] += tokens
+                return True, {}, None, None
+            now = time.monotonic()
+            ok, why, wait = win.admit(tokens, now)
+            if ok:
+                st["tokens"] += tokens
+            else:
+                st["rejected"] += 1
+            headers = win.headers(now) if self.rate_headers else {}
+            if idx < len(self.requests):
+                self.requests[idx].update(model=model, tokens=tokens, status=200 if ok else 429)
+        return ok, headers, why, wait
+
     def _next_id(self) -> str:
         with self._lock:
             self._id_counter += 1
@@ -522,7 +672,9 @@ class FakeLLMServer:
                            "max_seconds": self.max_seconds, "retry_after": self.retry_after,
                            "hang_seconds": self.hang_seconds, "fault_first_n": self.fault_first_n,
                            "fault_first_n_kind": self.fault_first_n_kinds,
-                           "deterministic_faults_by_hash": self.deterministic_faults_by_hash},
+                           "deterministic_faults_by_hash": self.deterministic_faults_by_hash,
+                           "limits": self.limits, "window_s": self.window_s},
+                "rate_stats": {m: dict(v) for m, v in self.rate_stats.items()},
                 "n_requests": len(self.requests),
                 "max_in_flight": self.max_in_flight,
                 "counts": dict(self.counts),
@@ -632,11 +784,23 @@ class FakeLLMServer:
             return "" if out is None or isinstance(out, dict) else str(out)
         return default_content(body)
 
-    def completion(self, body: dict, content: str) -> dict:
+    @staticmethod
+    def usage_of(body: dict, content: str) -> tuple[int, int]:
+        """(prompt tokens, completion tokens) as the reply reports them: words."""
         prompt_tokens = sum(_word_count(_text_of(m.get("content"))) for m in
                             body.get("messages") or [] if isinstance(m, dict))
+        return prompt_tokens, _word_count(content) * max(1, int(body.get("n") or 1))
+
+    def plain_content(self, body: dict) -> str | None:
+        """The reply text, or None when the responder answers with a raw HTTP reply."""
+        if self.responder is not None:
+            out = self.responder(body)
+            return None if isinstance(out, dict) else ("" if out is None else str(out))
+        return default_content(body)
+
+    def completion(self, body: dict, content: str) -> dict:
+        prompt_tokens, completion_tokens = self.usage_of(body, content)
         n = max(1, int(body.get("n") or 1))
-        completion_tokens = _word_count(content) * n
         return {"id": self._next_id(), "object": "chat.completion", "created": int(time.time()),
                 "model": body.get("model") or "fake", "system_fingerprint": SYSTEM_FINGERPRINT,
                 "choices": [{"index": i, "message": {"role": "assistant", "content": content},
@@ -680,11 +844,13 @@ class _Handler(BaseHTTPRequestHandler):
             data = json.dumps(payload).encode("utf-8")
         if self._await_latency():
             return  # stopping: drop the connection
+        headers = {**getattr(self, "_rate_headers", {}), **(headers or {})}
+        self._rate_headers = {}
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
-            for k, v in (headers or {}).items():
+            for k, v in headers.items():
                 self.send_header(k, str(v))
             self.end_headers()
             self.wfile.write(data)
@@ -820,12 +986,20 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.fake
         h, attempt, idx = fake._register(route, body)
         is_chat = route == "/chat/completions"
+        content = None
+        if is_chat and fake.limits:
+            content = fake.plain_content(body)   # its usage is what the model's window counts
+            ok, self._rate_headers, why, wait = fake.admit(
+                idx, body, sum(fake.usage_of(body, content or "")))
+            if not ok:
+                self._send_rate_limited(body, why, wait)
+                return
         fault = fake._choose_fault(h, attempt) if (is_chat or fake.fault_embeddings) else None
         fake._note_fault(idx, fault)
 
         if fault is None or fault in ("empty", "truncated_json"):
             if is_chat:
-                self._chat(body, fault)
+                self._chat(body, fault, content)
             else:
                 self._embeddings(body)
             return
@@ -839,6 +1013,23 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault == "malformed":
             self._send(200, b'{"id": "chatcmpl-broken", "object": "chat.completion", "choices": [{"mess')
+
+    def _send_rate_limited(self, body: dict, why: str | None, wait: float | None) -> None:
+        model = body.get("model") or "fake"
+        win = self.fake.window_for(model)
+        if why == "too_large":
+            self._error(429, f"Request too large for {model} on tokens per min (TPM): Limit "
+                             f"{int(win.tpm)}. The input or output tokens must be reduced.",
+                        "tokens", "rate_limit_exceeded")
+            return
+        kind = "requests per min (RPM)" if why == "requests" else "tokens per min (TPM)"
+        limit = win.rpm if why == "requests" else win.tpm
+        wait = float(wait or 0.001)
+        self._error(429, f"Rate limit reached for {model} on {kind}: Limit {int(limit)}. "
+                         f"Please try again in {go_duration(wait)}.", why or "requests",
+                    "rate_limit_exceeded",
+                    {"Retry-After": f"{wait:.3f}",
+                     "retry-after-ms": str(max(1, round(wait * 1000)))})
 
     def _send_http_fault(self, kind: str) -> None:
         if kind == "429":
@@ -855,9 +1046,11 @@ class _Handler(BaseHTTPRequestHandler):
                         "server_error", "service_unavailable")
 
     # ---------------------------------------------------------------- chat
-    def _chat(self, body: dict, fault: str | None) -> None:
+    def _chat(self, body: dict, fault: str | None, content: str | None = None) -> None:
         fake = self.fake
-        if fault is None and fake.responder is not None:
+        if fault is None and content is not None:
+            pass   # computed when the request was counted against its window
+        elif fault is None and fake.responder is not None:
             out = fake.responder(body)
             if isinstance(out, dict):
                 status = int(out.get("status", 200))
@@ -957,6 +1150,14 @@ def build_arg_parser() -> argparse.ArgumentParser:
                    help="batches expire instead, with half their requests done")
     p.add_argument("--batch-fail-first-n", type=int, default=0,
                    help="fail this many requests of each batch (500 in its error file)")
+    p.add_argument("--limit", action="append", default=[], metavar="MODEL=RPM/TPM",
+                   help="a model's requests and tokens per minute, e.g. judge=600/120000 "
+                        "(- for none, * for every other model); repeatable")
+    p.add_argument("--window-s", type=float, default=60.0,
+                   help="the rate window in seconds (limits stay per minute; shorter: a "
+                        "time-scaled provider)")
+    p.add_argument("--no-rate-headers", action="store_true",
+                   help="send no x-ratelimit-* headers (429s keep their Retry-After)")
     p.add_argument("--dump", default=None, help="write counts and requests as JSON here on exit")
     p.add_argument("--verbose", action="store_true", help="log requests to stderr")
     return p
@@ -980,7 +1181,9 @@ def main(argv: list[str] | None = None) -> int:
                         deterministic_faults_by_hash=args.deterministic_faults_by_hash,
                         fault_embeddings=args.fault_embeddings, verbose=args.verbose,
                         batch_seconds=args.batch_seconds, batch_expire=args.batch_expire,
-                        batch_fail_first_n=args.batch_fail_first_n)
+                        batch_fail_first_n=args.batch_fail_first_n,
+                        limits=dict(parse_limit_arg(x) for x in args.limit),
+                        window_s=args.window_s, rate_headers=not args.no_rate_headers)
     base_url = srv.start()
     print(f"listening on {base_url}", flush=True)
 

@@ -320,3 +320,53 @@ def test_through_litellm(server):
     assert resp.choices[0].message.content == "Answer to: Hello from litellm"
     assert server.requests[-1]["body"]["model"] == "fake"
     assert sum(server.counts.values()) == 1
+
+
+def test_rate_window_arithmetic():
+    # 6 requests and 60 tokens a minute, counted over 20 s: 2 requests and 20 tokens a window
+    w = fls.RateWindow(6, 60, window_s=20.0)
+    assert w.admit(8, 0.0) == (True, None, None)
+    assert w.admit(8, 5.0) == (True, None, None)
+    h = w.headers(5.0)
+    assert h == {"x-ratelimit-limit-requests": "6", "x-ratelimit-remaining-requests": "0",
+                 "x-ratelimit-reset-requests": "20s", "x-ratelimit-limit-tokens": "60",
+                 "x-ratelimit-remaining-tokens": "4", "x-ratelimit-reset-tokens": "20s"}
+    # a third request: room again when the first leaves the window, at t = 20
+    ok, why, wait = w.admit(1, 6.0)
+    assert (ok, why) == (False, "requests") and wait == pytest.approx(14.0)
+    # the rejected one counts against the requests (as OpenAI says): two must leave now
+    ok, why, wait = w.admit(1, 21.0)
+    assert (ok, why) == (False, "requests") and wait == pytest.approx(4.0)
+    assert w.admit(5, 26.0) == (True, None, None)          # those at 5 and 6 have left
+    # tokens alone: 20 a window; 8 + 8, then 8 more must wait for the first 8 to leave (t = 20)
+    t = fls.RateWindow(None, 60, window_s=20.0)
+    assert t.admit(8, 0.0)[0] and t.admit(8, 5.0)[0]
+    ok, why, wait = t.admit(8, 6.0)
+    assert (ok, why) == (False, "tokens") and wait == pytest.approx(14.0)
+    assert t.admit(30, 7.0)[:2] == (False, "too_large")     # more than a window can ever hold
+    assert fls.go_duration(0.12) == "120ms" and fls.go_duration(360) == "6m0s"
+    assert fls.go_duration(1.5) == "1.5s"
+    assert fls.parse_limit_arg("judge=600/120000") == ("judge", {"rpm": 600, "tpm": 120000})
+    assert fls.parse_limit_arg("*=-/5000") == ("*", {"rpm": None, "tpm": 5000})
+
+
+def test_rate_limits_over_http():
+    with FakeLLMServer(limits={"fake-model": {"rpm": 6}}, window_s=20.0, max_seconds=30) as srv:
+        url = srv.base_url + "/chat/completions"
+        for i in range(2):
+            status, headers, _ = post(url, chat_body(f"q{i}"))
+            assert status == 200 and headers["x-ratelimit-limit-requests"] == "6"
+            assert headers["x-ratelimit-remaining-requests"] == str(1 - i)
+        status, headers, raw = post(url, chat_body("q2"))
+        assert status == 429 and 19 < float(headers["Retry-After"]) <= 20
+        assert int(headers["retry-after-ms"]) == pytest.approx(
+            float(headers["Retry-After"]) * 1000, abs=2)
+        err = json.loads(raw)["error"]
+        assert err["code"] == "rate_limit_exceeded"
+        assert "requests per min (RPM): Limit 6" in err["message"]
+        # another model is not limited, and gets no rate headers
+        status, headers, _ = post(url, {**chat_body("free"), "model": "other"})
+        assert status == 200 and "x-ratelimit-limit-requests" not in headers
+        # tokens: "Be brief." + "q0" (3 words) and "Answer to: q0" (3), twice
+        assert srv.rate_stats["fake-model"] == {"requests": 3, "rejected": 1, "tokens": 12}
+        assert [r["status"] for r in srv.requests[:3]] == [200, 200, 429]

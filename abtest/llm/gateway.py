@@ -4,7 +4,9 @@ Retries, backoff, the response cache and the call log live here rather than in
 litellm (its own retries and caches were unreliable in checks), so that a
 repeated or resumed run makes no provider call for work already finished, and
 every attempt leaves a row in `llm_calls`; every provider attempt is held against the
-run's budget (`budget`), and calls a provider batch takes are deferred (`batch`).
+run's budget (`budget`), paced under its model's rate limits (`ratelimit`: requests in
+flight, requests and tokens per minute, 429s waited out), and calls a provider batch takes
+are deferred (`batch`).
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..models import ModelSpec
-from .provider import (LLMResult, Wire, call_hash, call_kwargs, describe_for, get_litellm,
-                       is_in_process, register_providers, result_from, retry_after, retryable,
-                       wire_call, wire_slot_installed)
+from .provider import (LLMResult, Wire, call_hash, call_kwargs, describe_for, error_headers,
+                       get_litellm, is_in_process, rate_limit_kind, register_providers,
+                       response_headers, result_from, retry_after, retryable, wire_call,
+                       wire_slot_installed)
+from .ratelimit import Limits, status_line
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -41,7 +45,8 @@ class ModelDriftError(Exception):
 
 
 class Gateway:
-    """Concurrency-limited, retrying, caching access to any litellm model."""
+    """Rate-limited, retrying, caching access to any litellm model. `concurrency` is the
+    requests in flight per model for a model spec that sets none of its own."""
 
     def __init__(self, store: Store | None, *, concurrency: int = 8, timeout_s: float = 120,
                  max_retries: int = 6, backoff_base_s: float = 0.5, backoff_max_s: float = 30.0,
@@ -50,7 +55,8 @@ class Gateway:
         self.store = store
         self.batch = batch    # llm.batch.BatchQueue: calls it takes wait for a provider batch
         self.budget = budget  # llm.budget.Budget: every provider attempt is held against it
-        self.sem = threading.BoundedSemaphore(concurrency)
+        self.limits = Limits(concurrency, backoff_base_s=backoff_base_s,
+                             backoff_max_s=backoff_max_s)
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_base_s = backoff_base_s
@@ -61,9 +67,6 @@ class Gateway:
         self.pinned: dict[str, str] = dict(pinned or {})
         self._rng = random.Random(0)
         self._inflight: dict[str, threading.Event] = {}
-        # calls whose requests pass through the wire-level slot may prepare and finish outside
-        # it; this bounds them too, so at most 2 x concurrency calls are sent-but-unsaved
-        self.workers = threading.BoundedSemaphore(2 * concurrency)
         self._on_wire: set[tuple[str, str | None]] = set()
 
     # -- public -----------------------------------------------------------
@@ -131,6 +134,10 @@ class Gateway:
 
     pin = _pin   # batch collection pins what a batch answered, as a single call does
 
+    def rate_lines(self) -> list[str]:
+        """Each model's requests in flight, rates and waits on its limit (a run's progress)."""
+        return [status_line(s) for s in self.limits.status()]
+
     def call_rows(self, res: LLMResult, spec: ModelSpec, purpose: str, case_id: str | None,
                   attempt: int) -> tuple[dict, dict | None]:
         """The call's llm_calls row, and its response_cache row when it succeeded."""
@@ -187,12 +194,22 @@ class Gateway:
         return res
 
     def _attempt_once(self, litellm, spec, kw, h, purpose, case_id, attempt_no) -> LLMResult:
-        """One provider attempt, logged and (if good) cached before its worker slot is released,
-        so a crash can lose at most 2 x concurrency calls that were sent but not yet saved."""
+        """One provider attempt, paced by its model's limiter, logged and (if good) cached
+        before its call slot is released, so a crash can lose at most 2 x concurrency calls
+        that were sent but not yet saved."""
         key = (spec.model, spec.api_base)
+        limiter = self.limits.get(spec)
+        tokens = None
+        if limiter.wants_tokens:   # a tokens-per-minute limit: the call's worst case
+            from .provider import count_tokens
+
+            tokens = count_tokens(spec.model, kw["messages"])[0] + int(kw["max_tokens"] or 0)
+        lease = limiter.lease(tokens)
         on_wire = key in self._on_wire
-        with self.workers if on_wire else self.sem:
-            wire = Wire(slot=self.sem if on_wire else None)
+        # on the OpenAI path the lease (a slot in the model's window, its pacing) is held only
+        # while the request is on the wire; otherwise for the whole call
+        with limiter.calls if on_wire else lease:
+            wire = Wire(slot=lease if on_wire else None)
             t0 = time.monotonic()
             with self._stats_lock:
                 self.stats.provider_calls += 1
@@ -217,20 +234,25 @@ class Gateway:
                     from .provider import cost_of
 
                     res.cost = cost_of(spec, res.prompt_tokens, res.completion_tokens)
+                used = (res.prompt_tokens + res.completion_tokens
+                        if res.prompt_tokens is not None and res.completion_tokens is not None
+                        else None)
+                limiter.settle(lease, "ok", used=used, headers=response_headers(resp))
                 if not res.content or not res.content.strip():
                     res.error, res.retryable = "empty content from provider", True
             else:
                 res = LLMResult(content=None, error=describe_for(spec, exc), latency_ms=latency,
                                 call_hash=h,
                                 retryable=retryable(litellm, exc), retry_after=retry_after(exc))
+                kind = rate_limit_kind(litellm, exc) or "error"
+                res.waits_for_limit = limiter.settle(lease, kind, headers=error_headers(exc))
             res.attempts = attempt_no
             self._log(res, spec, purpose, case_id, attempt_no)
         return res
 
-    def _wait(self, state) -> float:
+    def _backoff(self, retry: int, res: LLMResult) -> float:
         """Exponential backoff with jitter, never shorter than the provider's Retry-After."""
-        res: LLMResult = state.outcome.result()
-        delay = min(self.backoff_max_s, self.backoff_base_s * (2 ** (state.attempt_number - 1)))
+        delay = min(self.backoff_max_s, self.backoff_base_s * (2 ** (retry - 1)))
         delay *= 0.5 + self._rng.random() / 2
         if res.retry_after is not None:
             delay = max(delay, min(res.retry_after, self.backoff_max_s))
@@ -238,18 +260,22 @@ class Gateway:
 
     def _call_with_retries(self, spec, messages, h, *, purpose, case_id, response_format,
                            max_tokens) -> LLMResult:
-        from tenacity import Retrying, retry_if_result, stop_after_attempt
-
         litellm = get_litellm()
         if is_in_process(spec.model):
             register_providers()
         kw = self._kwargs(spec, messages, response_format, max_tokens)
-        counter = iter(range(1, 10_000))
-        retrying = Retrying(
-            stop=stop_after_attempt(self.max_retries + 1), wait=self._wait,
-            retry=retry_if_result(lambda r: r.error is not None and r.retryable),
-            retry_error_callback=lambda state: state.outcome.result())
-        res = retrying(lambda: self._attempt(litellm, spec, kw, h, purpose, case_id, next(counter)))
+        attempt, retries = 0, 0
+        while True:
+            attempt += 1
+            res = self._attempt(litellm, spec, kw, h, purpose, case_id, attempt)
+            if res.error is None or not res.retryable:
+                break
+            if res.waits_for_limit:   # a 429: the model's limiter holds the next attempt back
+                continue              # for as long as the provider said; no retry is used
+            if retries >= self.max_retries:
+                break
+            retries += 1
+            time.sleep(self._backoff(retries, res))
         if res.error is None:
             self._pin(spec.model, res.model_resolved)
             return res

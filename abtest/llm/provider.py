@@ -88,13 +88,13 @@ def get_litellm():
 
 
 # --- concurrency on the wire ---------------------------------------------------------------
-# A gateway's `concurrency` bounds provider requests in flight. Where litellm sends a call
-# through the OpenAI SDK (OpenAI and every OpenAI-compatible server), the slot is held only
-# while the request is on the wire: litellm's own CPU work before and after (request
-# building, response parsing, cost lookup) and abtest's store writes then overlap with other
-# requests instead of lengthening every slot. Calls that do not pass through this transport
-# (other SDK paths, custom providers, a user-supplied `litellm.client_session`, a proxy)
-# hold a slot for the whole call, as before.
+# A model's limiter (`ratelimit`) bounds its provider requests in flight and paces them. Where
+# litellm sends a call through the OpenAI SDK (OpenAI and every OpenAI-compatible server), the
+# slot is held only while the request is on the wire: litellm's own CPU work before and after
+# (request building, response parsing, cost lookup) and abtest's store writes then overlap
+# with other requests instead of lengthening every slot. Calls that do not pass through this
+# transport (other SDK paths, custom providers, a user-supplied `litellm.client_session`, a
+# proxy) hold a slot for the whole call, as before.
 _TLS = threading.local()
 
 
@@ -138,7 +138,7 @@ _SESSION_OURS = False
 class Wire:
     """Per-call state shared between the gateway and the transport (same thread)."""
 
-    slot: threading.BoundedSemaphore | None  # None: the caller already holds a slot
+    slot: Any  # acquire()/release(): a model's lease; None: the caller already holds it
     seen: bool = False
     wire_ms: float | None = None
 
@@ -358,6 +358,7 @@ class LLMResult:
     attempts: int = 0
     retryable: bool = False
     retry_after: float | None = None
+    waits_for_limit: bool = False   # a 429 the run waits out: not one of the call's retries
 
     @property
     def ok(self) -> bool:
@@ -444,6 +445,51 @@ def retryable(litellm, exc: Exception) -> bool:
                         litellm.NotFoundError)):
         return False
     return isinstance(exc, (ConnectionError, TimeoutError, json.JSONDecodeError))
+
+
+_QUOTA = ("insufficient_quota", "exceeded your current quota", "request too large",
+          "check your plan and billing")
+
+
+def rate_limit_kind(litellm, exc: Exception) -> str | None:
+    """"rate" for a 429 that waiting fixes, "quota" for one it does not (an exhausted quota, a
+    request larger than the limit), None for any other error."""
+    status = getattr(exc, "status_code", None)
+    if status != 429 and not isinstance(exc, getattr(litellm, "RateLimitError", ())):
+        return None
+    text = str(exc).lower()
+    return "quota" if any(p in text for p in _QUOTA) else "rate"
+
+
+def _header_dict(raw) -> dict[str, str]:
+    """Lower-case header names; litellm's `llm_provider-` copies (the provider's own) win."""
+    try:
+        items = list(raw.items()) if raw else []
+    except Exception:
+        return {}
+    out, own = {}, {}
+    for k, v in items:
+        k = str(k).lower()
+        if k.startswith("llm_provider-"):
+            own[k[len("llm_provider-"):]] = str(v)
+        else:
+            out[k] = str(v)
+    out.update(own)
+    return out
+
+
+def response_headers(resp) -> dict[str, str]:
+    """The provider's HTTP headers of an answer (litellm keeps them in its hidden params)."""
+    hidden = getattr(resp, "_hidden_params", None) or {}
+    return _header_dict(hidden.get("additional_headers") if isinstance(hidden, dict) else None)
+
+
+def error_headers(exc: Exception) -> dict[str, str]:
+    """The provider's HTTP headers of a failed call (a 429's Retry-After and limits)."""
+    raw = getattr(exc, "litellm_response_headers", None)
+    if not raw:
+        raw = getattr(getattr(exc, "response", None), "headers", None)
+    return _header_dict(raw)
 
 
 def retry_after(exc: Exception) -> float | None:
