@@ -312,7 +312,7 @@ def test_doctor_shows_each_models_limits(tmp_path, monkeypatch):
 
 
 def test_shards_with_different_limits_are_still_one_comparison():
-    from abtest.merge import _measured
+    from abtest.shards import _measured
 
     a = Config.model_validate({"judge": {"model": "x", "rpm": 500}, "concurrency": 4})
     b = Config.model_validate({"judge": {"model": "x", "concurrency": 32}})
