@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 _FROM = {"run": "abtest.api", "live": "abtest.api", "merge": "abtest.api",
          "capture": "abtest.api", "report": "abtest.api", "export": "abtest.api",
          "load_config": "abtest.api", "open_store": "abtest.api", "RunHandle": "abtest.api",
-         "Config": "abtest.models",
+         "Config": "abtest.shapes",
          "Store": "abtest.store", "Report": "abtest.reporting.model",
          "load_fixture": "abtest.fixtures", "load_variant": "abtest.variants"}
 _MODULES = ("stats",)

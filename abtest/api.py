@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 if TYPE_CHECKING:
     from .config import LoadedConfig
     from .fixtures.seal import Fixture
-    from .models import Question
+    from .shapes import Question
     from .reporting.model import Report
     from .retrieval.base import Retriever
     from .store import Store
@@ -37,7 +37,7 @@ def load_config(path: str | os.PathLike | None = None) -> LoadedConfig:
 
 def _config(config: Any) -> LoadedConfig:
     from .config import LoadedConfig, load_config as load
-    from .models import Config
+    from .shapes import Config
 
     if config is None:
         return load(None)
@@ -169,7 +169,7 @@ def capture(questions: str | os.PathLike | Iterable[Question | dict],
     if isinstance(questions, (str, os.PathLike)):
         qs = load_questions(Path(questions), warn=progress)
     else:
-        from .models import Question
+        from .shapes import Question
 
         rows = [(f"item {i}", q.model_dump(exclude_none=True) if isinstance(q, Question) else q)
                 for i, q in enumerate(questions)]

@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .errors import UserError
-from .models import Case, Variant
+from .shapes import Case, Variant
 
 __all__ = [
     "CHECK_NAMES",

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from .errors import UserError, pydantic_error_line
-from .models import Config
+from .shapes import Config
 
 CONFIG_NAME = "abtest.yaml"
 

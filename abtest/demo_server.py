@@ -49,7 +49,7 @@ class DemoChatServer:
                  max_retries: int = 2, auth_token: str | None = None, quiet: bool = True,
                  spec=None):
         from .llm import Gateway
-        from .models import ModelSpec
+        from .shapes import ModelSpec
         from .retrieval import get_retriever
         from .variants import check_context_template, load_variant
 
@@ -142,7 +142,7 @@ class DemoChatServer:
 
     # -- the assistant -------------------------------------------------------
     def answer(self, message: str, conversation_id: str | None = None) -> dict[str, Any]:
-        from .models import Case, Chunk
+        from .shapes import Case, Chunk
         from .variants import render_context, render_messages
 
         hits = self.retriever.retrieve(message, self.k)

@@ -9,7 +9,7 @@ report prints them.
 
 from __future__ import annotations
 
-from .models import Gates
+from .shapes import Gates
 
 
 PRECISION = 3  # the report prints rates with 3 decimals; a bar is compared at that precision

@@ -14,7 +14,7 @@ from typing import Callable
 from .config import LoadedConfig
 from .errors import IncompleteError, UserError
 from .jsonl import read_records
-from .models import Case, Chunk
+from .shapes import Case, Chunk
 
 
 def _rows(path: Path, required: tuple[str, ...], limit: int | None) -> list[tuple[str, dict]]:

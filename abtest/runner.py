@@ -24,7 +24,7 @@ from typing import Callable
 from .config import LoadedConfig
 from .errors import IncompleteError, UserError
 from .fixtures import Fixture, load_fixture
-from .models import Case, ModelSpec, Variant
+from .shapes import Case, ModelSpec, Variant
 from .variants import (LoadedVariant, load_variant, messages_sha256, render_context,
                        render_messages)
 
@@ -155,27 +155,29 @@ def plan_run(lc: LoadedConfig, fixture_path, a_path, b_path, *, count_tokens: bo
     # one streaming pass: every prompt is rendered (template errors surface before any call),
     # compared and, when asked, counted; nothing per case is kept but two token counts
     diff_ctx = 0
-    budget = _Budget(plan, cfg) if count_tokens else None
+    fit = _InputFit(plan, cfg) if count_tokens else None
     ids = fx.ids()  # the verified cases come in this order; their id strings are kept once
     for i, case in enumerate(fx.iter_cases()):
         (ca, cb), (ma, mb) = plan.render(case)
         diff_ctx += ca != cb
         plan.n_answerable += case.answerable
         plan.context_chars += len(ca)
-        if budget is not None:
-            budget.add(ids[i], ma, mb)
+        if fit is not None:
+            fit.add(ids[i], ma, mb)
     if diff_ctx and not any("context template" in r for r in reasons):
         reasons.append(f"context bytes differ between A and B in {diff_ctx} case(s)")
-    if budget is not None:
-        budget.finish()
+    if fit is not None:
+        fit.finish()
     if plan.pipeline_reasons:
         plan.comparison_kind = "pipeline_change"
     plan.self_judge = cfg.judge.model in {gen_a.model, gen_b.model}
     return plan
 
 
-class _Budget:
-    """Flag cases where a rendered prompt would not fit: a chunk would be cut or dropped."""
+class _InputFit:
+    """Whether each rendered prompt fits the generator's input (in tokens, counted offline):
+    a case that would not is flagged, since a chunk would be cut or dropped. Not a dollar
+    budget (that is llm.budget.Budget)."""
 
     def __init__(self, plan: RunPlan, cfg):
         from .llm import LOCAL_PREFIX

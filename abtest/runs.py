@@ -91,7 +91,7 @@ def check_fixture_unchanged(run: dict) -> None:
 
 
 def run_config(run: dict):
-    from .models import Config
+    from .shapes import Config
 
     try:
         return Config.model_validate(json.loads(run.get("config_json") or "{}"))

@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .errors import UserError, pydantic_error_line
-from .models import Case, Variant
+from .shapes import Case, Variant
 
 TEMPLATE_VARS = {"question", "context", "chunks", "case"}
 CONTEXT_VARS = {"chunk", "index", "case"}

@@ -23,7 +23,7 @@ if __name__ == "__main__":
     ap.add_argument("--profile", metavar="FILE", help="write a cProfile of the timed part to FILE")
     args = ap.parse_args()
     from abtest.fixtures import write_fixture
-    from abtest.models import Case, Chunk, Config
+    from abtest.shapes import Case, Chunk, Config
     from abtest.reporting import build_report, render
     from abtest.store import Store
 

@@ -46,7 +46,7 @@ def make_project(root: Path, n: int, url: str, concurrency: int, filler: int = 0
                  **kw) -> Path:
     """A project of n synthetic cases; `filler` sentences lengthen every chunk."""
     from abtest.fixtures import write_fixture
-    from abtest.models import Case, Chunk
+    from abtest.shapes import Case, Chunk
 
     (root / "variants").mkdir(parents=True, exist_ok=True)
     (root / "variants" / "a.yaml").write_text(VARIANT_A)

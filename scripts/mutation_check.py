@@ -33,7 +33,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-FAST = ["tests/test_claim_gate.py", "tests/test_verdict_real_runs.py"]
+CLAIM_GATE = ["tests/reporting/test_claim.py", "tests/test_gate.py", "tests/reporting/test_metrics.py",
+              "tests/test_sizing.py", "tests/review/test_validation_rule.py",
+              "tests/reporting/test_report_markdown.py"]
+FAST = CLAIM_GATE + ["tests/reporting/test_verdict_real_runs.py"]
 SIM = ["tests/test_validity_sim.py::test_score_level_null_keeps_the_false_licence_rate_within_alpha",
        "tests/test_validity_sim.py::test_score_level_true_effect_keeps_its_power",
        "tests/test_validity_sim.py::test_score_level_selective_refusal_is_never_licensed"]
@@ -46,23 +49,25 @@ TARGETS = {
     "sizing": ("abtest/sizing.py", ["holm_family", "min_n_binary_noninferiority", "minimum_n"],
                FAST + SIM),
     "agreement": ("abtest/review/agreement.py", ["judge_validation", "run_judge_validation"],
-                  FAST + ["tests/test_review.py"]),
+                  FAST + ["tests/review"]),
     "gate": ("abtest/gate.py", ["_rule", "evaluate_gate"], FAST),
+    "incidents": ("abtest/reporting/incidents.py", ["is_incident", "find", "of", "count", "by_case"],
+                  FAST),
     "metrics": ("abtest/reporting/metrics.py",
                 ["direction", "continuous", "drop_bound", "noninferiority_continuous",
                  "binary", "pairwise", "length_bias", "_logit", "compute_metrics",
                  "apply_holm"], FAST + SIM),
     "judges": ("abtest/judges/__init__.py",
                ["pairwise", "faithfulness", "abstention", "_abstention_row",
-                "claims_and_abstention"], ["tests/test_judges.py", "tests/test_verdict_real_runs.py"]),
+                "claims_and_abstention"], ["tests/judges/test_judges.py", "tests/reporting/test_verdict_real_runs.py"]),
     "build": ("abtest/reporting/build.py", ["_incidents", "checks_table", "_build_report"],
-              ["tests/test_verdict_real_runs.py", "tests/test_run.py", "tests/test_claim_gate.py"]),
+              ["tests/reporting/test_verdict_real_runs.py", "tests/test_run.py", *CLAIM_GATE]),
     "stats": ("abtest/stats.py",
               ["_flat", "_binom_two_sided", "sign_test", "win_rate", "pairwise_outcome",
                "pairwise_outcomes", "position_consistency", "paired_t", "wilcoxon",
                "noninferiority_paired_t", "mcnemar", "_tango_z", "tango_ci", "holm",
                "cohen_kappa_table", "cohen_kappa", "mde_paired_t"],
-              ["tests/test_stats.py", "tests/test_verdict_real_runs.py", "tests/test_claim_gate.py"]),
+              ["tests/test_stats.py", "tests/reporting/test_verdict_real_runs.py", *CLAIM_GATE]),
 }
 
 _CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

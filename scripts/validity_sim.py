@@ -605,7 +605,7 @@ def _fmt_pair(rep: list, tru: list) -> str:
 
 
 def run_all(args) -> int:
-    from abtest.models import Config
+    from abtest.shapes import Config
 
     cfg = Config()
     rows: list[tuple[Scenario, Row, bool, str]] = []

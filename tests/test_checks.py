@@ -17,7 +17,7 @@ from abtest.checks import (
     validate_patterns,
 )
 from abtest.errors import UserError
-from abtest.models import Case, ChecksSpec, Chunk, OutputSpec, Variant
+from abtest.shapes import Case, ChecksSpec, Chunk, OutputSpec, Variant
 
 
 def make_case(**kw) -> Case:

@@ -122,7 +122,7 @@ def test_no_chromium_is_a_warning(tmp_path, monkeypatch):
 
 @pytest.mark.embedded
 def test_the_embedded_model_loads_and_answers_one_token(tmp_path, monkeypatch):
-    from conftest import has_embedded_model
+    from fakes import has_embedded_model
 
     if not has_embedded_model():
         pytest.skip("embedded model not installed")

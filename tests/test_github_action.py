@@ -244,7 +244,7 @@ def test_action_declares_what_its_script_reads():
 def test_action_script_posts_one_comment_updates_it_and_exits_with_the_gate(github, tmp_path):
     """The action's run.sh end to end: a real `abtest run` on a loopback fake provider, the
     comment posted, then updated by a second run, and the job's exit code the gate's."""
-    from test_resume import FakeLLMServer, config, many_cases
+    from fakes import brain_llm_server as FakeLLMServer, llm_config as config, many_cases
 
     if not shutil.which("bash"):
         pytest.skip("bash not installed")

@@ -11,44 +11,14 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
-from fake_llm_server import FakeLLMServer as _Server
-from fakes import Brain, make_project
+from fakes import brain_llm_server as FakeLLMServer
+from fakes import llm_config as config
+from fakes import make_project, many_cases
+from fakes import run_results as results
 
-
-def brain_responder(body):
-    out = Brain()(body["messages"], body)
-    return out if isinstance(out, str) else json.dumps(out)
-
-
-def FakeLLMServer(**kw):
-    """The loopback server answering like the scripted Brain (judges get valid JSON)."""
-    return _Server(responder=brain_responder, **kw)
 
 SECRET = "sk-test-SECRET-abc123456789"
-
-
-def config(url: str, store: str = "results/abtest.duckdb") -> str:
-    return f"""\
-generator: {{model: openai/fake-gen, api_base: "{url}", api_key_env: FAKE_LLM_KEY, max_tokens: 100}}
-judge: {{model: openai/fake-judge, api_base: "{url}", api_key_env: FAKE_LLM_KEY}}
-concurrency: 2
-timeout_s: 5
-max_retries: 3
-retry_backoff_s: 0.01
-store: {store}
-judges: [pairwise, faithfulness, coverage, abstention]
-"""
-
-
-def many_cases(n: int):
-    from abtest.models import Case, Chunk
-
-    return [Case(id=f"q{i:03d}", question=f"What is fact number {i}?", answerable=i % 4 != 0,
-                 corpus_version="v1", retriever="test", reference_answer=f"fact {i}",
-                 context=[Chunk(id=f"c{i}", text=f"Fact number {i} is that {i} is a number.")])
-            for i in range(n)]
 
 
 def abtest(*args, env=None, wait=True):
@@ -56,27 +26,6 @@ def abtest(*args, env=None, wait=True):
     if wait:
         return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-
-
-def results(store_path: Path, run_id: str) -> dict:
-    from abtest.store import Store
-
-    s = Store(store_path, read_only=True)
-    try:
-        gens = {(g["case_id"], g["variant"]): g["answer"] for g in s.generations(run_id)}
-        judg = {(j["case_id"], j["judge"], j["subject"]): (j["verdict"], j["score"])
-                for j in s.judgments(run_id)}
-        return {"gens": gens, "judgments": judg}
-    finally:
-        s.close()
-
-
-@pytest.fixture
-def server():
-    srv = FakeLLMServer(latency=0.03, max_seconds=300)
-    url = srv.start()
-    yield srv, url
-    srv.stop()
 
 
 def saved_calls(store_path: Path) -> dict[str, list]:

@@ -14,7 +14,7 @@ import math
 import pytest
 
 import validity_sim as V
-from abtest.models import Config
+from abtest.shapes import Config
 
 SC = {s.name: s for s in V.SCENARIOS}
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from abtest.fixtures import load_fixture, write_fixture
-from abtest.models import Case, Chunk, Config
+from abtest.shapes import Case, Chunk, Config
 
 
 @dataclass

@@ -78,7 +78,7 @@ def gate(ctx, run_id, thresholds):
 
         from ..config import read_yaml
         from ..errors import UserError, pydantic_error_line
-        from ..models import Gates
+        from ..shapes import Gates
 
         data = read_yaml(Path(thresholds)) or {}
         if not isinstance(data, dict):

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ..models import Case
+from ..shapes import Case
 from .common import (JudgeCall, ask_json, context_block, load_prompt,  # noqa: F401
                      neutralise, numbered_schema, to_json)  # context_block, neutralise: API
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ..models import Case
+from ..shapes import Case
 
 Rows = list[tuple[dict, list | None]]  # (judgment row, its claims or None)
 Task = Callable[[], Rows]

@@ -64,7 +64,7 @@ def _sha256_file(path: Path) -> str:
 
 
 def _stub_variant(name: str, citation_pattern: str | None):
-    from ..models import ChecksSpec, Variant
+    from ..shapes import ChecksSpec, Variant
 
     checks = ChecksSpec(citation_pattern=citation_pattern) if citation_pattern else ChecksSpec()
     return Variant(name=name, user="{{ question }}", checks=checks)
@@ -81,7 +81,7 @@ def question_record(q) -> dict:
 
 def build_case(q: dict, chunks: list[dict], *, retriever: str, corpus_version: str):
     """A judge-ready Case holding the context the live system actually retrieved."""
-    from ..models import Case, Chunk
+    from ..shapes import Case, Chunk
 
     seen: set[str] = set()
     ctx = []

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import IncompleteError, UserError
-from ..models import ModelSpec
+from ..shapes import ModelSpec
 
 ENDPOINT = "/v1/chat/completions"
 MAX_LINES = 50_000            # the OpenAI Batch API's limit per batch

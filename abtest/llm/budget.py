@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 
 from ..errors import UserError
-from ..models import ModelSpec
+from ..shapes import ModelSpec
 
 
 class BudgetExceeded(Exception):

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..models import ModelSpec
+from ..shapes import ModelSpec
 from .provider import (LLMResult, Wire, call_hash, call_kwargs, describe_for, error_headers,
                        get_litellm, is_in_process, rate_limit_kind, register_providers,
                        response_headers, result_from, retry_after, retryable, wire_call,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from ..errors import UserError
-from ..models import ModelSpec
+from ..shapes import ModelSpec
 
 _IMPORT_LOCK = threading.Lock()
 _LITELLM = None

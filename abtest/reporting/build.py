@@ -65,7 +65,7 @@ _NONE: dict = {}  # read-only stand-in for an absent map or row: never written t
 
 
 def _build_report(store, run_id: str, config=None) -> dict:
-    from ..models import Config
+    from ..shapes import Config
 
     run = load_run(store, run_id)
     cfg = config or Config.model_validate(json.loads(run["config_json"]))

@@ -263,7 +263,7 @@ def live_claim(report: dict, cfg, frozen: dict | None) -> dict:
 def build_live_report(store, run_id: str, config=None) -> dict:
     """Every number of the live report from the store; nothing is estimated."""
     from ..gate import evaluate_gate
-    from ..models import Config
+    from ..shapes import Config
 
     run = load_run(store, run_id)
     if run["kind"] != "live":

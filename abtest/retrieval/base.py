@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Hashable, Iterable, Mapping, Sequence
 
 from abtest.errors import UserError
-from abtest.models import Chunk
+from abtest.shapes import Chunk
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,74 @@
+"""The typed report model: the contract the builder is held to and readers can rely on."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from abtest.reporting.model import Report, report_schema, undeclared, validate_report
+from fakes import ROOT
+
+ROOT = ROOT
+SAMPLE = json.loads((ROOT / "tests" / "data" / "sample_report.json").read_text())
+
+
+def test_the_sample_report_is_a_valid_report_and_round_trips():
+    model = validate_report(SAMPLE)
+    assert model.metrics.pairwise.b_wins == SAMPLE["metrics"]["pairwise"]["b_wins"]
+    assert model.gate.decision == "INCOMPLETE" and model.claim.licensed is False
+    assert model.per_case[0].case_id == SAMPLE["per_case"][0]["case_id"]
+    # nothing is lost or invented: the JSON form equals the input, key for key
+    dumped = model.model_dump(mode="json", exclude_unset=True)
+    assert dumped == SAMPLE
+    assert list(dumped) == list(SAMPLE)  # top-level keys in the contract's order
+
+
+def test_a_key_the_model_does_not_declare_is_the_builders_bug():
+    r = copy.deepcopy(SAMPLE)
+    r["metrics"]["faithfulness"]["p_vlaue"] = 0.5
+    r["per_case"][2]["faithfulnes_b"] = 0.9
+    with pytest.raises(ValueError, match=r"metrics\.faithfulness\.p_vlaue.*per_case\[2\]\."
+                                         r"faithfulnes_b"):
+        validate_report(r)
+    # a reader keeps it (a newer abtest may add keys) and can list it
+    m = Report.model_validate(r)
+    assert undeclared(m) == ["metrics.faithfulness.p_vlaue", "per_case[2].faithfulnes_b"]
+    assert m.model_dump(mode="json", exclude_unset=True)["metrics"]["faithfulness"]["p_vlaue"] \
+        == 0.5
+
+
+@pytest.mark.parametrize("path, value", [
+    (("gate", "decision"), "MAYBE"),
+    (("gate", "exit_code"), 2),
+    (("status",), "done"),
+    (("claim", "licensed"), "yes"),
+    (("metrics", "pairwise", "b_wins"), "five"),
+    (("per_case", 0, "flipped"), None),
+])
+def test_a_wrong_type_or_value_is_refused(path, value):
+    r = copy.deepcopy(SAMPLE)
+    node = r
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    with pytest.raises(ValidationError):
+        validate_report(r)
+
+
+def test_a_missing_stable_key_is_refused():
+    for key in ("claim", "gate", "metrics", "per_case", "judge_validation"):
+        r = copy.deepcopy(SAMPLE)
+        del r[key]
+        with pytest.raises(ValidationError, match=key):
+            validate_report(r)
+
+
+def test_the_published_schema_is_the_models():
+    published = json.loads((ROOT / "docs" / "report.schema.json").read_text())
+    assert published == report_schema(), (
+        "docs/report.schema.json is stale: regenerate it with "
+        "python -c 'import json; from abtest.reporting.model import report_schema; "
+        "print(json.dumps(report_schema(), indent=2))' > docs/report.schema.json")

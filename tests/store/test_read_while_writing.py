@@ -1,0 +1,237 @@
+"""Reports, history and the view read a store while `abtest run` writes it (the writer
+answers reads over loopback); nothing the run writes is lost or changed by a reader."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from abtest.cli import cli
+from fakes import make_project
+from fakes import brain_llm_server as FakeLLMServer, llm_config as config, many_cases, run_results as results
+
+RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
+
+
+def test_report_history_and_view_work_while_a_run_writes(tmp_path, monkeypatch):
+    from starlette.testclient import TestClient
+
+    from abtest.store.readers import sidecar
+    from abtest.view.app import create_app
+
+    srv = FakeLLMServer(latency=0.15, max_seconds=300)
+    url = srv.start()
+    try:
+        proj = make_project(tmp_path / "p", many_cases(16),
+                            config=config(url).replace("concurrency: 2", "concurrency: 1"))
+        monkeypatch.chdir(proj)
+        env = {**os.environ, "FAKE_LLM_KEY": "sk-x-123456789"}
+        store = proj / "results" / "abtest.duckdb"
+        proc = subprocess.Popen([sys.executable, "-m", "abtest.cli", *RUN, "--run-id", "live1"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            deadline = time.time() + 120
+            seen = None
+            while time.time() < deadline and proc.poll() is None:
+                r = CliRunner().invoke(cli, ["report", "live1", "--format", "json"])
+                if r.exit_code == 0:
+                    rep = json.loads(r.stdout)
+                    if rep["n_finished"] >= 2:
+                        seen = rep
+                        break
+                time.sleep(0.2)
+            assert seen is not None and proc.poll() is None, "no read while the run was writing"
+            assert sidecar(store).exists()
+            # mid-run: the run is unfinished, so nothing is estimated, but what is saved shows
+            assert seen["status"] == "incomplete" and 2 <= seen["n_finished"] < 16
+            assert seen["metrics"] == {} and seen["gate"]["decision"] == "INCOMPLETE"
+            h = CliRunner().invoke(cli, ["history", "--format", "json"])
+            assert h.exit_code == 0 and "live1" in h.stdout
+            page = TestClient(create_app(store)).get("/")
+            assert page.status_code == 200 and "live1" in page.text and "running" in page.text
+            assert "of 16 finished" in page.text
+            # what cannot be served over the wire says so, in one line
+            e = CliRunner().invoke(cli, ["export", "live1", "--out", "exp"])
+            assert e.exit_code == 2 and "export once it finishes" in e.stderr
+        finally:
+            out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    finally:
+        srv.stop()
+    assert not sidecar(store).exists()  # the writer removed its address when it closed
+    rep = json.loads(CliRunner().invoke(cli, ["report", "live1", "--format", "json"]).stdout)
+    assert rep["status"] == "complete" and rep["n_finished"] == 16
+    # the readers changed nothing: the same answers as a run nobody read during
+    clean_srv = FakeLLMServer(latency=0.0, max_seconds=300)
+    curl = clean_srv.start()
+    try:
+        (proj / "clean.yaml").write_text(config(curl, "results/clean.duckdb"))
+        r = subprocess.run([sys.executable, "-m", "abtest.cli", "--config", "clean.yaml", *RUN,
+                            "--run-id", "clean1"], capture_output=True, text=True, env=env,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+    finally:
+        clean_srv.stop()
+    assert results(store, "live1") == results(proj / "results" / "clean.duckdb", "clean1")
+
+
+def test_the_writer_serves_one_select_to_the_holder_of_its_token(tmp_path):
+    from abtest.store import Store
+    from abtest.store.readers import find_service, read_only_sql, remote_rows, sidecar
+
+    assert read_only_sql("SELECT 1") and read_only_sql(" with x as (select 1) select * from x;")
+    for bad in ("DELETE FROM runs", "SELECT 1; DROP TABLE runs", "", "update runs set x=1",
+                "COPY runs TO 'x.csv'", "ATTACH 'x'"):
+        assert not read_only_sql(bad), bad
+    path = tmp_path / "s.duckdb"
+    st = Store(path)
+    try:
+        st.create_run({"run_id": "r1", "kind": "frozen"})
+        info = find_service(path)
+        assert info and info["url"].startswith("http://127.0.0.1:")
+        assert oct(sidecar(path).stat().st_mode & 0o777) == "0o600"
+        rows = remote_rows(info, "SELECT run_id, created_at FROM runs", [], path=path)
+        assert rows[0]["run_id"] == "r1" and rows[0]["created_at"].year >= 2026
+        from abtest.errors import UserError
+
+        with pytest.raises(UserError, match="only a single SELECT"):
+            remote_rows(info, "DELETE FROM runs", [], path=path)
+        with pytest.raises(UserError, match="bad token"):
+            remote_rows(dict(info, token="0" * 32), "SELECT 1", [], path=path)
+        assert st.get_run("r1") is not None  # nothing was deleted
+    finally:
+        st.close()
+    assert not sidecar(path).exists() and find_service(path) is None
+
+
+def test_a_run_started_while_the_view_holds_the_store_gets_it(tmp_path, monkeypatch):
+    """`abtest view` keeps its read-only handle between requests; a writer raises the wait
+    flag and the view lets go, so the run starts instead of failing on the lock."""
+    from starlette.testclient import TestClient
+
+    from abtest.view import held
+    from abtest.view.app import create_app
+
+    monkeypatch.setattr(held, "IDLE_S", 600)   # only the writer's flag can make it let go
+    srv = FakeLLMServer(latency=0.0, max_seconds=300)
+    url = srv.start()
+    try:
+        proj = make_project(tmp_path / "p", many_cases(4), config=config(url))
+        monkeypatch.chdir(proj)
+        env = {**os.environ, "FAKE_LLM_KEY": "sk-x-123456789"}
+        first = subprocess.run([sys.executable, "-m", "abtest.cli", *RUN, "--run-id", "one"],
+                               capture_output=True, text=True, env=env, timeout=300)
+        assert first.returncode == 0, first.stderr
+        store = proj / "results" / "abtest.duckdb"
+        client = TestClient(create_app(store))
+        assert "one" in client.get("/").text
+        # the view holds the file now: a plain writer (no flag) is refused
+        probe = subprocess.run([sys.executable, "-c", "import duckdb, sys; duckdb.connect(sys.argv[1])",
+                                str(store)], capture_output=True, text=True, timeout=60)
+        assert probe.returncode != 0 and "lock" in probe.stderr.lower()
+        second = subprocess.run([sys.executable, "-m", "abtest.cli", *RUN, "--run-id", "two"],
+                                capture_output=True, text=True, env=env, timeout=300)
+        assert second.returncode == 0, second.stderr
+        page = client.get("/").text
+        assert 'href="/runs/two"' in page and 'href="/runs/one"' in page
+        assert not (store.parent / "abtest.duckdb.wait").exists()
+    finally:
+        srv.stop()
+
+
+WRITER = r"""
+import sys, time
+from abtest.store import Store
+
+path, hold = sys.argv[1], float(sys.argv[2])
+real_migrate = Store._migrate
+
+def slow_migrate(self):   # a writer that has taken the file but does not listen yet
+    real_migrate(self)
+    print("locked", flush=True)
+    time.sleep(3)
+
+Store._migrate = slow_migrate
+s = Store(path)
+s.create_run({"run_id": "w1", "kind": "frozen"})
+print("listening", flush=True)
+time.sleep(hold)
+s.update_run("w1", status="complete")
+s.close()
+"""
+
+
+def test_a_reader_waits_for_a_starting_writer_instead_of_being_refused(tmp_path, monkeypatch):
+    """`abtest report` of a finished run, started while another process has just taken the
+    store for writing (it holds the file, but does not answer reads yet) and a dead writer's
+    address is still there: the reader waits, saying so on stderr, and reads through the
+    writer once it answers."""
+    from fakes import Brain, install
+
+    from abtest.store.readers import sidecar
+
+    install(Brain())
+    proj = make_project(tmp_path / "p")
+    monkeypatch.chdir(proj)
+    r = CliRunner().invoke(cli, RUN + ["--run-id", "one"])
+    assert r.exit_code == 0, r.stderr
+    want = json.loads(CliRunner().invoke(cli, ["report", "one", "--format", "json"]).stdout)
+    store = proj / "results" / "abtest.duckdb"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(store), "4"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "locked", writer.stderr.read()
+        # an address a dead writer left (a live pid, a closed port), as after a kill -9 of a
+        # process nobody reaped
+        import socket
+
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        dead_port = sock.getsockname()[1]
+        sock.close()
+        sidecar(store).write_text(json.dumps({"pid": os.getpid(), "token": "0" * 32,
+                                              "url": f"http://127.0.0.1:{dead_port}/rows"}))
+        t0 = time.monotonic()
+        rep = subprocess.run([sys.executable, "-m", "abtest.cli", "report", "one", "--format",
+                              "json"], capture_output=True, text=True, timeout=120)
+        waited = time.monotonic() - t0
+        assert rep.returncode == 0, rep.stderr
+        got = json.loads(rep.stdout)
+        for k in ("generated_at",):
+            got.pop(k), want.pop(k, None)
+        assert got == {k: v for k, v in want.items() if k != "generated_at"}
+        assert "waiting for it to answer reads" in rep.stderr   # the progress line
+        assert writer.poll() is None and waited < 60            # read while the writer ran
+    finally:
+        out, err = writer.communicate(timeout=60)
+    assert writer.returncode == 0, err
+    assert "listening" in out
+
+
+def test_a_reader_waits_only_so_long_for_a_writer_that_never_answers(tmp_path, monkeypatch):
+    from abtest.errors import UserError
+    from abtest.store import Store
+    from abtest.store import readers
+
+    path = tmp_path / "s.duckdb"
+    Store(path).close()
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; "
+                               "c = duckdb.connect(sys.argv[1]); print('held', flush=True); "
+                               "time.sleep(30)", str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        monkeypatch.setattr(readers, "READER_WAIT_S", 1.5)
+        t0 = time.monotonic()
+        with pytest.raises(UserError, match=rf"pid {holder.pid}\), which has not answered reads "
+                                            r"for 2 s"):
+            Store(path, read_only=True, create=False)
+        assert 1.4 < time.monotonic() - t0 < 15
+    finally:
+        holder.kill()
+        holder.wait()
