@@ -44,7 +44,10 @@ def run_checks(config_path: str | os.PathLike | None = None, *, call: bool = Fal
     from .llm.provider import LOCAL_PREFIX
 
     out: list[Check] = []
-    add = (lambda name, status, detail: out.append(Check(name, status, detail)))
+
+    def add(name: str, status: str, detail: str) -> None:
+        out.append(Check(name, status, detail))
+
     py = sys.version_info
     add("python", "ok" if py >= (3, 10) else "FAIL",
         f"{platform.python_version()} ({sys.executable})" + ("" if py >= (3, 10) else "; need ≥ 3.10"))

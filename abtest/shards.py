@@ -93,7 +93,7 @@ def merge_runs(store, sources: list[str], into: str) -> dict[str, Any]:
                             f"config differs in {', '.join(keys)}", field="SOURCE")
     owner: dict[str, str] = {}
     rows: dict[str, list[dict]] = {}
-    for label, run, by_table in loaded:
+    for label, _run, by_table in loaded:
         for cid in sorted({g["case_id"] for g in by_table.get("generations", [])}):
             if cid in owner:
                 raise UserError(f"case {cid!r} is in both {owner[cid]} and {label}; shards must "

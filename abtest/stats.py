@@ -124,14 +124,14 @@ class SignTestResult:
 
 def sign_test(wins: int, losses: int, conf_level: float = 0.95) -> SignTestResult:
     """Exact sign test on decisive pairs; W + L = 0 is reported as p = 1, not an error."""
-    w, l = _count("wins", wins), _count("losses", losses)
-    n = w + l
+    w, los = _count("wins", wins), _count("losses", losses)
+    n = w + los
     if n == 0:
-        return SignTestResult(w, l, 0, 1.0, 1.0, 0.5, None, None, conf_level,
+        return SignTestResult(w, los, 0, 1.0, 1.0, 0.5, None, None, conf_level,
                               note="no decisive pairs: sign test undefined, reported as p = 1")
-    exact, midp = _binom_two_sided(min(w, l), n)
+    exact, midp = _binom_two_sided(min(w, los), n)
     ci = st.binomtest(w, n, 0.5).proportion_ci(confidence_level=conf_level, method="wilson")
-    return SignTestResult(w, l, n, exact, midp, w / n, float(ci.low), float(ci.high), conf_level)
+    return SignTestResult(w, los, n, exact, midp, w / n, float(ci.low), float(ci.high), conf_level)
 
 
 @dataclass(frozen=True)
@@ -150,18 +150,18 @@ class WinRateResult:
 def win_rate(wins: int, losses: int, ties: int, conf_level: float = 0.95) -> WinRateResult:
     """Ties-as-half win rate with a t-interval: the scores are 3-valued, not binomial,
     so a Wilson/Clopper-Pearson interval would be wrong here."""
-    w, l, t = _count("wins", wins), _count("losses", losses), _count("ties", ties)
-    n = w + l + t
+    w, los, t = _count("wins", wins), _count("losses", losses), _count("ties", ties)
+    n = w + los + t
     if n == 0:
-        return WinRateResult(w, l, t, 0, 0.5, None, None, conf_level, note="no questions")
+        return WinRateResult(w, los, t, 0, 0.5, None, None, conf_level, note="no questions")
     est = (w + t / 2) / n
-    if sum(1 for k in (w, l, t) if k) == 1:  # every score identical: zero-width interval
-        return WinRateResult(w, l, t, n, est, est, est, conf_level,
+    if sum(1 for k in (w, los, t) if k) == 1:  # every score identical: zero-width interval
+        return WinRateResult(w, los, t, n, est, est, est, conf_level,
                              note="all per-question scores equal: zero-width interval")
-    scores = np.concatenate([np.ones(w), np.full(t, 0.5), np.zeros(l)])
+    scores = np.concatenate([np.ones(w), np.full(t, 0.5), np.zeros(los)])
     ci = st.ttest_1samp(scores, 0.5).confidence_interval(confidence_level=conf_level)
     # a rate: the t interval is clipped to [0, 1]
-    return WinRateResult(w, l, t, n, est, max(0.0, float(ci.low)), min(1.0, float(ci.high)),
+    return WinRateResult(w, los, t, n, est, max(0.0, float(ci.low)), min(1.0, float(ci.high)),
                          conf_level)
 
 
@@ -199,8 +199,8 @@ def pairwise_outcomes(verdicts_ab: Sequence[Verdict], verdicts_ba: Sequence[Verd
     errors = sum(1 for x, y in zip(verdicts_ab, verdicts_ba) if x is None or y is None)
     inconsistent = sum(1 for x, y in zip(verdicts_ab, verdicts_ba)
                        if x is not None and y is not None and x != y)
-    w, l = outcomes.count("B"), outcomes.count("A")
-    return PairwiseCounts(w, l, outcomes.count("tie"), len(outcomes), inconsistent, errors, outcomes)
+    w, los = outcomes.count("B"), outcomes.count("A")
+    return PairwiseCounts(w, los, outcomes.count("tie"), len(outcomes), inconsistent, errors, outcomes)
 
 
 @dataclass(frozen=True)

@@ -424,7 +424,9 @@ def parse_limit_arg(spec: str) -> tuple[str, dict]:
     rpm, _, tpm = rates.partition("/")
     if not sep or not model:
         raise ValueError(f"bad limit {spec!r}; expected MODEL=RPM/TPM (- for none)")
-    val = (lambda x: None if x.strip() in ("", "-") else float(x))
+    def val(x: str) -> float | None:
+        return None if x.strip() in ("", "-") else float(x)
+
     return model.strip(), {"rpm": val(rpm), "tpm": val(tpm)}
 
 

@@ -75,13 +75,13 @@ def _trace_shutdown() -> None:
 
 def install() -> None:
     from abtest import store
-    import abtest.store.writer
+    from abtest.store import writer
 
     _trace_shutdown()
 
     _wrap(store.Store, "update_run", "store.update_run")
     _wrap(store.Store, "count_distinct_calls", "store.count_distinct_calls")
-    _wrap(store.writer.GroupCommit, "close", "writer drain and stop")
+    _wrap(writer.GroupCommit, "close", "writer drain and stop")
     _wrap(store.Store, "close", "store.close (incl. writer)")
 
 

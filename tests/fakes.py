@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Callable
 
 from abtest.fixtures import write_fixture
+from abtest.shapes import Case, Chunk
 from fake_llm_server import FakeLLMServer as _Server
 
 TESTS = Path(__file__).resolve().parent   # tests/ (test modules sit in folders below it)
 ROOT = TESTS.parent
 DATA = TESTS / "data"
-from abtest.shapes import Case, Chunk
 
 CONFIG = """\
 generator: {model: fake/gen, temperature: 0, max_tokens: 200}

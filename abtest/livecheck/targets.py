@@ -144,7 +144,7 @@ class Target(abc.ABC):
     def shown(self) -> str:
         return self.spec
 
-    def check(self) -> None:
+    def check(self) -> None:  # noqa: B027 -- an optional hook: most targets have nothing to check
         """Raise UserError for anything wrong before the first call."""
 
     @abc.abstractmethod
@@ -397,7 +397,7 @@ class PythonTarget(Target):
             answer, chunks, scores = got[0], got[1], None
             version = got[2] if len(got) == 3 else None
         elif hasattr(got, "answer"):
-            answer, chunks = getattr(got, "answer"), getattr(got, "chunks", None)
+            answer, chunks = got.answer, getattr(got, "chunks", None)
             scores, version = None, getattr(got, "version", None)
         else:
             raise TargetError(f"{where}: expected a dict with answer and chunks, a tuple (answer, "

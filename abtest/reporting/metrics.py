@@ -322,7 +322,10 @@ def length_bias(outcomes, len_a: list[int], len_b: list[int], alpha: float) -> d
             from scipy import stats as st
 
             z = float(st.norm.ppf(1 - alpha / 2))
-            sig = (lambda v: 1 / (1 + math.exp(-v)))
+
+            def sig(v: float) -> float:
+                return 1 / (1 + math.exp(-v))
+
             out.update({"separable": True, "lc_share_b": sig(b0), "lc_ci_low": sig(b0 - z * se0),
                         "lc_ci_high": sig(b0 + z * se0), "length_coef": b1,
                         "length_p_value": p1})

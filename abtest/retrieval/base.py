@@ -213,7 +213,7 @@ class Retriever(abc.ABC):
     def name(self) -> str:
         return self.describe(self.k)
 
-    def check(self) -> None:
+    def check(self) -> None:  # noqa: B027 -- an optional hook
         """Read and check what can be checked before the first question (an imported file),
         so that bad input stops before any progress is printed."""
 
@@ -225,7 +225,7 @@ class Retriever(abc.ABC):
     def retrieve(self, question: str, k: int | None = None) -> Retrieved:
         return self.retrieve_many([("q", question)], k)["q"]
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 -- an optional hook: most retrievers hold nothing
         pass
 
     def __enter__(self):

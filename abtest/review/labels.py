@@ -91,9 +91,9 @@ def _parse_labels(path: Path, text: str) -> tuple[list[_Row], str | None]:
         for rec in reader:
             if not any(cell.strip() for cell in rec):
                 continue
-            get = (lambda c: rec[ix[c]] if c in ix and ix[c] < len(rec) else None)
-            rows.append(_Row(f"line {reader.line_num}", get("item_id"), get("label"),
-                             get("reviewer"), get("note")))
+            got = [rec[ix[c]] if c in ix and ix[c] < len(rec) else None
+                   for c in ("item_id", "label", "reviewer", "note")]
+            rows.append(_Row(f"line {reader.line_num}", *got))
     except csv.Error as exc:
         raise UserError(f"malformed CSV: {exc}", file=str(path), where=f"line {reader.line_num}") from None
     return rows, None

@@ -165,7 +165,9 @@ def _ppi_block(estimand: str, judge: PPIResult, ppi: PPIResult, big_n: int, n_la
     lo, hi = limits
 
     def d(r: PPIResult) -> dict:
-        sh = (lambda v: None if v is None else min(hi, max(lo, v - shift)))
+        def sh(v: float | None) -> float | None:
+            return None if v is None else min(hi, max(lo, v - shift))
+
         return {"estimate": sh(r.estimate), "ci_low": sh(r.ci_low), "ci_high": sh(r.ci_high)}
 
     return {"estimand": estimand, "N": big_n, "n_labelled": n_lab, "judge_only": d(judge),

@@ -317,7 +317,9 @@ def test_shards_with_different_limits_are_still_one_comparison():
     a = Config.model_validate({"judge": {"model": "x", "rpm": 500}, "concurrency": 4})
     b = Config.model_validate({"judge": {"model": "x", "concurrency": 32}})
     c = Config.model_validate({"judge": {"model": "y"}})
-    dump = (lambda cfg: json.dumps(cfg.model_dump(mode="json")))
+    def dump(cfg: Config) -> str:
+        return json.dumps(cfg.model_dump(mode="json"))
+
     assert _measured(dump(a)) == _measured(dump(b)) != _measured(dump(c))
 
 

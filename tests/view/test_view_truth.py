@@ -214,7 +214,7 @@ def _finished(path, run_id="r1"):
     errs = {c for c, in _db(path, "SELECT case_id FROM judgments WHERE run_id = ? AND "
                                   "error IS NOT NULL", [run_id])}
     by: dict[str, list] = {}
-    for c, v, e in gens:
+    for c, _v, e in gens:
         by.setdefault(c, []).append(e)
     return {c for c, es in by.items() if len(es) == 2 and not any(es) and c not in errs}
 
