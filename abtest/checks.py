@@ -528,7 +528,8 @@ def _check_citations(answer: str, case: Case, variant: Variant,
 
 
 def _check_must_not_say(answer: str, case: Case, variant: Variant) -> CheckResult:
-    sources = [(p, "checks.must_not_say", None) for p in _phrase_list(variant.checks.must_not_say)]
+    sources: list[tuple[str, str, str | None]] = [
+        (p, "checks.must_not_say", None) for p in _phrase_list(variant.checks.must_not_say)]
     sources += [(p, "must_not_say", f"case {case.id}") for p in _phrase_list(case.must_not_say)]
     sources = [s for s in sources if s[0].strip()]
     if not sources:
@@ -636,9 +637,9 @@ def paired_check_table(results_a: Mapping[str, Iterable[Any]],
     names: list[str] = list(CHECK_NAMES)
     for m in (a_map, b_map):
         for per_case in m.values():
-            for n in per_case:
-                if n not in names:
-                    names.append(n)
+            for check in per_case:
+                if check not in names:
+                    names.append(check)
     table: dict[str, CheckSummary] = {}
     for name in names:
         n11 = n10 = n01 = n00 = 0

@@ -51,6 +51,7 @@ class DemoChatServer:
         from .llm import Gateway
         from .shapes import ModelSpec
         from .retrieval import get_retriever
+        from .retrieval.local import LocalRetriever
         from .variants import check_context_template, load_variant
 
         if host not in ("127.0.0.1", "localhost", "::1"):
@@ -60,8 +61,10 @@ class DemoChatServer:
         self.context_template = context_template
         self.k = k
         self.index_path = str(Path(index).resolve())
-        self.retriever = get_retriever(f"local:{self.index_path}", k=k)
-        _ = self.retriever.store  # open the index now, not racily in the first two requests
+        retriever = get_retriever(f"local:{self.index_path}", k=k)
+        assert isinstance(retriever, LocalRetriever)  # a local: spec
+        self.retriever = retriever
+        _ = retriever.store  # open the index now, not racily in the first two requests
         # a full spec (api_base, api_key_env, …) from the project's config, or just a model name
         self.spec = spec or ModelSpec(model=model, temperature=temperature, max_tokens=max_tokens)
         self.gateway = Gateway(None, concurrency=1, timeout_s=timeout_s, max_retries=max_retries,
@@ -152,7 +155,7 @@ class DemoChatServer:
         ctx = render_context(case, self.context_template)
         msgs = render_messages(self.variant, case, ctx)
         res = self.gateway.complete(self.spec, msgs, purpose="demo-server", case_id=case.id)
-        if not res.ok:
+        if not res.ok or res.content is None:  # ok: an answer came
             raise RuntimeError(res.error or "no answer")
         return {"answer": res.content.strip(), "conversationId": conversation_id,
                 "chunks": [{"id": h.id, "text": h.text, "score": h.score} for h in hits],

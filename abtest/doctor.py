@@ -81,6 +81,7 @@ def run_checks(config_path: str | os.PathLike | None = None, *, call: bool = Fal
         if role in ("generator", "judge"):   # the calls a run paces (abtest.llm.ratelimit)
             from .llm.ratelimit import describe_limits
 
+            assert lc is not None  # every spec here comes from the config
             check.detail += f"; limits: {describe_limits(spec, lc.config.concurrency)}"
         out.append(check)
 

@@ -23,12 +23,16 @@ import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from pydantic import BaseModel, Field
 
 from .errors import IncompleteError, UserError
 from .fixtures import GOLDEN_SHARES, validate_question_rows
+
+if TYPE_CHECKING:
+    from .judges.common import JudgeCall
+    from .llm.gateway import Gateway
 
 PROMPT_NAME = "golden_draft_v1"
 CATEGORY_ORDER = tuple(GOLDEN_SHARES)
@@ -450,7 +454,8 @@ def _validate_reply(reply: DraftReply, category: str, shown: list[DocChunk]) -> 
 def _next_ids(existing: set[str], k: int, prefix: str = "q_") -> list[str]:
     nums = [int(m.group(1)) for i in existing if (m := re.fullmatch(re.escape(prefix) + r"(\d+)", i))]
     start = max(nums, default=0) + 1
-    out, n = [], start
+    out: list[str] = []
+    n = start
     while len(out) < k:
         cand = f"{prefix}{n:03d}"
         if cand not in existing:
@@ -460,7 +465,7 @@ def _next_ids(existing: set[str], k: int, prefix: str = "q_") -> list[str]:
 
 
 def draft_golden(lc, docs: str | os.PathLike, out: str | os.PathLike, *, n: int = 30,
-                 seed: int | None = None, gateway=None,
+                 seed: int | None = None, gateway: Gateway | None = None,
                  progress: Callable[[str], None] | None = None) -> DraftResult:
     """Draft (or extend) a golden set at `out` to n questions in the category shares.
 
@@ -509,7 +514,8 @@ def draft_golden(lc, docs: str | os.PathLike, out: str | os.PathLike, *, n: int 
         gateway = Gateway(own_store, concurrency=lc.config.concurrency, timeout_s=lc.config.timeout_s,
                           max_retries=lc.config.max_retries, backoff_base_s=lc.config.retry_backoff_s)
 
-    def ask(slot: int, category: str, shown: list[DocChunk], attempt: int):
+    def ask(slot: int, category: str, shown: list[DocChunk], attempt: int
+            ) -> JudgeCall[DraftReply]:
         from .judges.common import ask_json
 
         call = ask_json(gateway, spec, prompt,
@@ -527,9 +533,9 @@ def draft_golden(lc, docs: str | os.PathLike, out: str | os.PathLike, *, n: int 
                 if not todo:
                     break
                 # seeded and in a fixed order; the categories with the narrowest needs pick first
-                shown = {i: sampler.take(slots[i])
-                         for i in sorted(todo, key=lambda i: (SAMPLING_ORDER.index(slots[i]), i))}
-                plans = [(i, slots[i], shown[i]) for i in todo]
+                excerpts = {i: sampler.take(slots[i]) for i in
+                             sorted(todo, key=lambda i: (SAMPLING_ORDER.index(slots[i]), i))}
+                plans = [(i, slots[i], excerpts[i]) for i in todo]
                 futures = [pool.submit(ask, i, cat, shown, attempt) for i, cat, shown in plans]
                 for (i, cat, shown), fut in zip(plans, futures):
                     call = fut.result()
@@ -538,6 +544,7 @@ def draft_golden(lc, docs: str | os.PathLike, out: str | os.PathLike, *, n: int 
                         continue
                     item, why = _validate_reply(call.value, cat, shown)
                     if item is None:
+                        assert why is not None  # a reply refused always says why
                         reasons[i].append(why)
                         continue
                     key = _norm(item["question"])

@@ -10,10 +10,13 @@ flipped.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import UserError
 from .fmt import num, p_value
+
+if TYPE_CHECKING:
+    from .store import Store
 
 OUTCOME_LABEL = {"B": "B wins", "A": "A wins", "tie": "tie", None: "—"}
 
@@ -24,7 +27,7 @@ def _iso(x: Any) -> str | None:
     return x.isoformat(sep=" ", timespec="seconds") if hasattr(x, "isoformat") else str(x)
 
 
-def fixture_filter(store, fixture: str | None) -> list[dict]:
+def fixture_filter(store: Store, fixture: str | None) -> list[dict]:
     """Runs for a fixture given as a folder, a cases_sha256 (or its prefix), or a fixture name."""
     runs = store.list_runs()
     if not fixture:
@@ -48,7 +51,7 @@ def fixture_filter(store, fixture: str | None) -> list[dict]:
                     file=fixture)
 
 
-def _headline(store, run: dict) -> dict:
+def _headline(store: Store, run: dict) -> dict:
     from .reporting import build_report
 
     out: dict[str, Any] = {"status": run["status"], "report_error": None, "gate": None,
@@ -83,7 +86,7 @@ def _headline(store, run: dict) -> dict:
     return out
 
 
-def run_history(store, fixture: str | None = None) -> list[dict]:
+def run_history(store: Store, fixture: str | None = None) -> list[dict]:
     """Every run (oldest first) with its inputs and headline results."""
     rows = []
     for run in fixture_filter(store, fixture):
@@ -143,7 +146,8 @@ def _model(m: dict) -> str:
 
 
 # --------------------------------------------------------------------------- compare
-def compare_runs(store, run1: str, run2: str, reports: tuple[dict, dict] | None = None) -> dict:
+def compare_runs(store: Store, run1: str, run2: str, reports: tuple[dict, dict] | None = None
+                 ) -> dict:
     """Per case: pairwise outcome and faithfulness of B in each run; which cases flipped.
 
     Two frozen runs (or two live runs) must share their fixture (golden file). A frozen run
@@ -181,7 +185,7 @@ def compare_runs(store, run1: str, run2: str, reports: tuple[dict, dict] | None 
                       "finished_1": a.get("finished", False), "finished_2": b.get("finished", False),
                       "flipped": o1 != o2})
 
-    def side(run, rep):
+    def side(run: dict, rep: dict) -> dict:
         pw = (rep["metrics"] or {}).get("pairwise") or {}
         f = (rep["metrics"] or {}).get("faithfulness") or {}
         return {"run_id": run["run_id"], "created_at": _iso(run["created_at"]),

@@ -100,7 +100,7 @@ def csv_header(path: Path, what: str = "a CSV file") -> list[str]:
     return [h.strip() for h in row]
 
 
-def read_records(path: Path, what: str = "a JSONL file", *, name: str = "file",
+def read_records(path: str | os.PathLike[str], what: str = "a JSONL file", *, name: str = "file",
                  on_raw: Callable[[bytes], Any] | None = None, utf8_hint: str = "",
                  list_fields: Iterable[str] = (), bool_fields: Iterable[str] = (),
                  known_fields: Iterable[str] = ()) -> Iterator[tuple[str, dict]]:
@@ -121,7 +121,7 @@ def read_records(path: Path, what: str = "a JSONL file", *, name: str = "file",
         yield where, obj
 
 
-def read_json_values(path: Path, what: str = "a JSON or JSONL file", *,
+def read_json_values(path: str | os.PathLike[str], what: str = "a JSON or JSONL file", *,
                      known_fields: Iterable[str] = ()) -> list[tuple[str, Any]]:
     """(where, value) for each JSON value of a file: the one document (a wrapper or a pandas
     DataFrame unpacked into rows), each item of an array, or each line of JSON Lines."""

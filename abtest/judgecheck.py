@@ -9,12 +9,16 @@ against the source as the only context chunk.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .config import LoadedConfig
 from .errors import IncompleteError, UserError
 from .jsonl import read_records
 from .shapes import Case, Chunk
+
+if TYPE_CHECKING:
+    from .llm.gateway import Gateway
+    from .store import Store
 
 
 def _rows(path: Path, required: tuple[str, ...], limit: int | None) -> list[tuple[str, dict]]:
@@ -31,7 +35,7 @@ def _rows(path: Path, required: tuple[str, ...], limit: int | None) -> list[tupl
     return rows
 
 
-def _gateway(lc: LoadedConfig):
+def _gateway(lc: LoadedConfig) -> tuple[Store, Gateway]:
     from .llm import Gateway, check_credentials
     from .store import Store
 
@@ -62,9 +66,9 @@ def check_pairwise(lc: LoadedConfig, data: str | Path, *, limit: int | None = No
 
     path = Path(data)
     rows = _rows(path, ("id", "input", "output_1", "output_2", "label"), limit)
-    for n, r in rows:
+    for where, r in rows:
         if str(r["label"]) not in ("1", "2"):
-            raise UserError("label must be 1 or 2", file=str(path), where=n, field="label")
+            raise UserError("label must be 1 or 2", file=str(path), where=where, field="label")
     store, gw = _gateway(lc)
     try:
         def one(item):
@@ -105,10 +109,10 @@ def check_faithfulness(lc: LoadedConfig, data: str | Path, *, limit: int | None 
 
     path = Path(data)
     rows = _rows(path, ("id", "source", "claim_or_summary", "label"), limit)
-    for n, r in rows:
+    for where, r in rows:
         if r["label"] not in ("consistent", "hallucinated"):
             raise UserError("label must be 'consistent' or 'hallucinated'", file=str(path),
-                            where=n, field="label")
+                            where=where, field="label")
     store, gw = _gateway(lc)
     try:
         def one(item):

@@ -19,7 +19,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .config import LoadedConfig
 from .errors import IncompleteError, UserError
@@ -27,6 +27,10 @@ from .fixtures import Fixture, load_fixture
 from .shapes import Case, ModelSpec, Variant
 from .variants import (LoadedVariant, load_variant, messages_sha256, render_context,
                        render_messages)
+
+if TYPE_CHECKING:
+    from .llm.gateway import Gateway
+    from .store import Store
 
 Progress = Callable[[str], None]
 
@@ -333,7 +337,7 @@ def in_shard(case_id: str, shard: tuple[int, int]) -> bool:
     return int(hashlib.sha256(case_id.encode("utf-8")).hexdigest(), 16) % n == i - 1
 
 
-def start_run(lc: LoadedConfig, store, plan: RunPlan, *, run_id: str | None = None,
+def start_run(lc: LoadedConfig, store: Store, plan: RunPlan, *, run_id: str | None = None,
               resume: bool = False, shard: tuple[int, int] | None = None,
               batch: bool = False) -> str:
     """Create the run row, or check that a resumed run still matches its inputs."""
@@ -405,8 +409,8 @@ class CaseOutcome:
     calls: int = 0
 
 
-def _judge_case(gw, lc: LoadedConfig, store, run_id: str, case: Case, answers: dict[str, str],
-                out: CaseOutcome, fan) -> None:
+def _judge_case(gw: Gateway, lc: LoadedConfig, store: Store, run_id: str, case: Case,
+                answers: dict[str, str], out: CaseOutcome, fan) -> None:
     """The judge plan of one case (judges.plan), its calls side by side."""
     from .judges.plan import JudgeInputs, judge_tasks
 
@@ -437,7 +441,9 @@ def conformance_rubric(a: Variant, b: Variant) -> dict | None:
     return {"from": side, "text": rubric, "note": note}
 
 
-def _conformance(gw, lc, store, run_id, case, answers, variants, out):
+def _conformance(gw: Gateway, lc: LoadedConfig, store: Store, run_id: str, case: Case,
+                 answers: dict[str, str], variants: dict[str, LoadedVariant],
+                 out: CaseOutcome) -> None:
     from . import judges as J
 
     cr = conformance_rubric(variants["A"].variant, variants["B"].variant)
@@ -460,8 +466,8 @@ def _fanout(pool):
     return fan
 
 
-def process_case(gw, lc: LoadedConfig, store, run_id: str, plan: RunPlan, case: Case,
-                 inner=None) -> CaseOutcome:
+def process_case(gw: Gateway, lc: LoadedConfig, store: Store, run_id: str, plan: RunPlan,
+                 case: Case, inner=None) -> CaseOutcome:
     from .checks import run_checks
 
     fan = _fanout(inner)
@@ -515,8 +521,8 @@ class RunResult:
     calls_per_case: float
 
 
-def _judge_repeats(gw, lc: LoadedConfig, store, run_id: str, plan: RunPlan, unfinished: set[str],
-                   progress: Progress | None) -> None:
+def _judge_repeats(gw: Gateway, lc: LoadedConfig, store: Store, run_id: str, plan: RunPlan,
+                   unfinished: set[str], progress: Progress | None) -> None:
     """Re-ask the pairwise judge on a seeded sample K times (sample index in the cache key)."""
     import random
 
@@ -546,17 +552,17 @@ def _judge_repeats(gw, lc: LoadedConfig, store, run_id: str, plan: RunPlan, unfi
                 store.put_judgment({"run_id": run_id, **row})
 
 
-def errored_cases(store, run_id: str) -> set[str]:
+def errored_cases(store: Store, run_id: str) -> set[str]:
     """Cases with a stored generation or judge error (what --retry-errors re-attempts)."""
     return store.errored_case_ids(run_id)
 
 
-def mark_incomplete(store, run_id: str) -> None:
+def mark_incomplete(store: Store, run_id: str) -> None:
     store.update_run(run_id, status="incomplete",
                      finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
 
 
-def pinned_and_spent(store, run_id: str) -> tuple[dict[str, str], float]:
+def pinned_and_spent(store: Store, run_id: str) -> tuple[dict[str, str], float]:
     """The models the run's answers came from, and what its provider calls cost so far (a
     resumed run's budget counts what it already spent)."""
     pinned: dict[str, str] = {}
@@ -569,7 +575,7 @@ def pinned_and_spent(store, run_id: str) -> tuple[dict[str, str], float]:
     return pinned, spent
 
 
-def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
+def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
             progress: Progress | None = None, skip: set[str] | None = None,
             max_cost_usd: float | None = None, shard: tuple[int, int] | None = None,
             batch: bool = False) -> RunResult:
@@ -669,12 +675,13 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
         info["budget"] = {"max_usd": budget.max_usd, "spent_usd": round(budget.spent_usd, 6),
                           "stopped": budget.stopped}
         store.update_run(run_id, info_json=json.dumps(info, sort_keys=True))
-    batch_ids = []
-    if gw.batch is not None and len(gw.batch):
+    batch_ids: list[str] = []
+    queue = gw.batch
+    if queue is not None and len(queue):
         from .llm.batch import submit
 
         try:
-            batch_ids = submit(store, run_id, gw.batch, progress)
+            batch_ids = submit(store, run_id, queue, progress)
         except IncompleteError:   # what was submitted is stored; --resume --batch collects it
             mark_incomplete(store, run_id)
             raise
@@ -688,9 +695,10 @@ def execute(lc: LoadedConfig, store, plan: RunPlan, run_id: str, *,
     if batch_ids:
         from .llm.batch import BatchPending
 
+        assert queue is not None  # batch ids come only from submitting the queue
         mark_incomplete(store, run_id)
         raise BatchPending(f"waiting for {len(batch_ids)} batch(es) at the provider "
-                           f"({', '.join(batch_ids)}; {len(gw.batch)} request(s)); `abtest run "
+                           f"({', '.join(batch_ids)}; {len(queue)} request(s)); `abtest run "
                            f"--run-id {run_id} --resume --batch` collects them and goes on")
     status = "complete" if not unfinished else "incomplete"
     store.update_run(run_id, status=status,
@@ -754,7 +762,7 @@ def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: b
         store.close()
 
 
-def _batch_passes(lc: LoadedConfig, store, plan: RunPlan, rid: str, *, skip: set[str],
+def _batch_passes(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *, skip: set[str],
                   wait: bool, progress: Progress | None, **kw) -> RunResult:
     """Collect what is out, run a pass, submit what it deferred; again until a pass defers
     nothing. Every step is in the store, so a process may stop anywhere between."""

@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import UserError
 
+if TYPE_CHECKING:
+    from .store import Store
 
-def load_run(store, run_id: str) -> dict:
+
+def load_run(store: Store, run_id: str) -> dict:
     run = store.get_run(run_id)
     if run is None:
         known = [r["run_id"] for r in store.list_runs()][-5:]
@@ -22,7 +25,7 @@ def load_run(store, run_id: str) -> dict:
     return run
 
 
-def activity(store, run: dict, writing: "set[str] | None | bool" = False) -> str:
+def activity(store: Store, run: dict, writing: set[str] | None | Literal[False] = False) -> str:
     """What a run is doing now: its stored status, except that a run stored as "running" is
     running only while a live process writes it. One whose process died (kill -9, a crash,
     a machine restart) is "interrupted": `--resume` continues it. A running run must never be
@@ -54,7 +57,7 @@ def resume_hint(run: dict, batch: bool = False) -> str:
     return " ".join(parts)
 
 
-def resolve_run(store, ref: str, kind: str | None = None) -> str:
+def resolve_run(store: Store, ref: str, kind: str | None = None) -> str:
     """A run named by id, by a unique id prefix, or as `latest` (the newest run, of `kind`
     when given); a ref that matches nothing is returned as it is, for `load_run` to refuse."""
     if ref in ("latest", "last"):
@@ -119,7 +122,7 @@ def verified_cases(run: dict) -> dict[str, Any]:
     return {c.id: c for c in fx.cases}
 
 
-def pairwise_verdicts(store, run_id: str) -> dict[str, tuple[str | None, str | None]]:
+def pairwise_verdicts(store: Store, run_id: str) -> dict[str, tuple[str | None, str | None]]:
     by: dict[str, dict[str, str | None]] = defaultdict(dict)
     for j in store.judgments(run_id, judge="pairwise"):
         if j["sample"] == 0 and j["subject"] in ("AB", "BA"):
@@ -127,7 +130,7 @@ def pairwise_verdicts(store, run_id: str) -> dict[str, tuple[str | None, str | N
     return {cid: (d.get("AB"), d.get("BA")) for cid, d in by.items() if "AB" in d and "BA" in d}
 
 
-def finished_cases(store, run_id: str) -> set[str]:
+def finished_cases(store: Store, run_id: str) -> set[str]:
     """Cases the report scores: both answers generated and no generation/judge error."""
     gens = store.generations(run_id, exclude=("messages_json",))
     have: dict[str, set[str]] = defaultdict(set)

@@ -122,7 +122,7 @@ class FixtureManifest(Strict):
     cases: list[CaseHash]
     notes: dict[str, Any] | None = None
     manifest_sha256: str | None = Field(
-        None, description="sha256 of the canonical JSON of every other field but `cases` "
+        default=None, description="sha256 of the canonical JSON of every other field but `cases` "
                           "(each case has its own seal, and cases_sha256 covers them all)")
 
     def captured(self) -> datetime:

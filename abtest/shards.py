@@ -13,9 +13,12 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import UserError
+
+if TYPE_CHECKING:
+    from .store import Store
 
 SAME = ("fixture_sha256", "variant_a_sha256", "variant_b_sha256", "generator_model",
         "judge_model", "comparison_kind")
@@ -34,7 +37,7 @@ def _measured(config_json: str | None) -> dict:
     return out
 
 
-def load_source(store, source: str) -> tuple[str, dict, dict[str, list[dict]]]:
+def load_source(store: Store, source: str) -> tuple[str, dict, dict[str, list[dict]]]:
     """(label, run row, rows by table) of one source."""
     from .store import Store, read_export
 
@@ -62,13 +65,13 @@ def load_source(store, source: str) -> tuple[str, dict, dict[str, list[dict]]]:
             return source, run, other.run_rows(rid)
         finally:
             other.close()
-    from .runs import resolve_run
+    from .runs import load_run, resolve_run
 
     rid = resolve_run(store, source)
-    return source, store.get_run(rid), store.run_rows(rid)
+    return source, load_run(store, rid), store.run_rows(rid)  # load_run refuses an unknown id
 
 
-def merge_runs(store, sources: list[str], into: str) -> dict[str, Any]:
+def merge_runs(store: Store, sources: list[str], into: str) -> dict[str, Any]:
     """Check the sources are shards of one comparison and store them as run `into`."""
     from .names import check_id
 

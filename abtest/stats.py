@@ -76,11 +76,12 @@ def _count(name: str, v) -> int:
 
 
 def _diffs(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    if a.shape != b.shape or a.ndim != 1:
-        raise ValueError(f"a and b must be paired 1-d sequences of equal length, got {a.shape} and {b.shape}")
-    d = b - a
+    xa = np.asarray(a, dtype=float)
+    xb = np.asarray(b, dtype=float)
+    if xa.shape != xb.shape or xa.ndim != 1:
+        raise ValueError("a and b must be paired 1-d sequences of equal length, got "
+                         f"{xa.shape} and {xb.shape}")
+    d = xb - xa
     if not np.all(np.isfinite(d)):
         raise ValueError("a and b must be finite; drop undefined pairs (and report them) before testing")
     return d
@@ -511,8 +512,9 @@ class PairedPropCI:
 
 
 def _table(n11, n10, n01, n00) -> tuple[int, int, int, int, int]:
-    cells = tuple(_count(k, v) for k, v in zip(("n11", "n10", "n01", "n00"), (n11, n10, n01, n00)))
-    return (*cells, sum(cells))
+    c11, c10, c01, c00 = (_count(k, v) for k, v in zip(("n11", "n10", "n01", "n00"),
+                                                      (n11, n10, n01, n00)))
+    return (c11, c10, c01, c00, c11 + c10 + c01 + c00)
 
 
 def _tango_z(n10: int, n01: int, n: int, delta: float) -> float:

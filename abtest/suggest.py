@@ -18,12 +18,17 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, Field
 
 from .errors import IncompleteError, UserError
 from .fmt import num
+
+if TYPE_CHECKING:
+    from .llm.gateway import Gateway
+    from .shapes import ModelSpec
+    from .store import Store
 
 PROMPT_NAME = "suggest_v1"
 MAX_LOW_ITEMS = 8
@@ -240,7 +245,8 @@ def _check_candidate(text: str, path_dir: Path, required_vars: set[str]) -> str 
     return None
 
 
-def _ask(gateway, spec, messages: list[dict], *, purpose: str, run_id: str, max_tokens: int):
+def _ask(gateway: Gateway, spec: ModelSpec, messages: list[dict], *, purpose: str, run_id: str,
+         max_tokens: int) -> tuple[str | None, Suggestion | None, str | None]:
     from .judges.common import json_schema_format, parse_json_model
 
     res = gateway.complete(spec, messages, purpose=purpose, case_id=run_id,
@@ -251,8 +257,9 @@ def _ask(gateway, spec, messages: list[dict], *, purpose: str, run_id: str, max_
     return res.content, value, err
 
 
-def suggest_edits(lc, store, run_id: str, *, variant: str = "B", out: str | os.PathLike | None = None,
-                  force: bool = False, gateway=None,
+def suggest_edits(lc, store: Store, run_id: str, *, variant: str = "B",
+                  out: str | os.PathLike | None = None, force: bool = False,
+                  gateway: Gateway | None = None,
                   progress: Callable[[str], None] | None = None) -> SuggestResult:
     """Ask for surgical edits to one variant of a run; write `<name>-suggested.yaml`."""
     from string import Template
@@ -300,6 +307,7 @@ def suggest_edits(lc, store, run_id: str, *, variant: str = "B", out: str | os.P
     if progress:
         progress(f"asking {spec.model} for edits to variant {side} ({base.name}) of run {run_id}")
     base_data = read_yaml(base_path)
+    assert isinstance(base_data, dict)  # load_variant read this file as a variant: a mapping
     required = _template_vars(base.variant.system) | _template_vars(base.variant.user)
     # room for both full templates in the reply (about 3 characters a token), never less
     # than the configured budget

@@ -76,7 +76,8 @@ def test_merge_refuses_what_is_not_one_comparison(tmp_path, monkeypatch):
     for args, says in ((["s1", "s1"], "shards must not overlap"),
                        (["s1", "aa"], "their variant_b_sha256 differ"),
                        (["s1", "s2", "--into", "s1"], "already exists"),
-                       (["s1", "nope.duckdb:x"], "not found")):
+                       (["s1", "nope.duckdb:x"], "not found"),
+                       (["s1", "nope"], "no run 'nope' in the store")):  # no crash on a bad id
         into = [] if "--into" in args else ["--into", "mx"]
         r = CliRunner().invoke(cli, ["merge", *args, *into])
         assert r.exit_code == 2 and says in r.stderr, (args, r.stderr)

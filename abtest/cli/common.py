@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from ..config import LoadedConfig
+    from ..store import Store
 
 EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 1, 2, 3, 130
 EXIT_CLOSED_PIPE = 128 + 13  # as a process ended by SIGPIPE
@@ -24,20 +29,20 @@ def config_path(ctx: click.Context) -> str | None:
     return (obj or {}).get("config")
 
 
-def load(ctx: click.Context):
+def load(ctx: click.Context) -> LoadedConfig:
     from ..config import load_config
 
     return load_config(config_path(ctx))
 
 
-def open_store(ctx: click.Context, read_only: bool = True):
+def open_store(ctx: click.Context, read_only: bool = True) -> tuple[LoadedConfig, Store]:
     from ..store import Store
 
     lc = load(ctx)
     return lc, Store(lc.store_path, read_only=read_only, create=False)
 
 
-def resolve_run(store, ref: str, kind: str | None = None) -> str:
+def resolve_run(store: Store, ref: str, kind: str | None = None) -> str:
     from ..runs import resolve_run as resolve
 
     return resolve(store, ref, kind)

@@ -87,11 +87,11 @@ def live(ctx, golden, a_target, b_target, frozen_run, run_id, resume, a_name, b_
                 auth_env=auth_env, auth_header=auth_header, auth_scheme=auth_scheme,
                 timeout_s=timeout_s, retries=retries, backoff_s=backoff_s)
     if isinstance(h.result, LiveIncomplete):
-        exc = h.result
-        click.echo(exc.run_id)
-        progress(str(exc))
-        progress(f"report: abtest report {exc.run_id}; finish later with `abtest live … "
-                  f"--run-id {exc.run_id} --resume`")
+        stopped = h.result
+        click.echo(stopped.run_id)
+        progress(str(stopped))
+        progress(f"report: abtest report {stopped.run_id}; finish later with `abtest live … "
+                  f"--run-id {stopped.run_id} --resume`")
         sys.exit(EXIT_INCOMPLETE)
     res = h.result   # its summary is kept already
     progress(f"{res.status}: {res.n_items} answers from {res.n_cases} questions, "

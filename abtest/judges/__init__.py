@@ -7,13 +7,17 @@ claims for faithfulness); an error is stored as an error, never as 0 or 1.
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
 from ..shapes import Case
 from .common import (JudgeCall, ask_json, context_block, load_prompt,  # noqa: F401
                      neutralise, numbered_schema, to_json)  # context_block, neutralise: API
+
+if TYPE_CHECKING:
+    from ..llm.gateway import Gateway
+    from ..shapes import ModelSpec
 
 
 class PairwiseVerdict(BaseModel):
@@ -103,8 +107,8 @@ def _row(case: Case, judge: str, subject: str, call, *, verdict=None, score=None
             "model_resolved": call.model_resolved if call is not None else None}
 
 
-def pairwise(gateway, spec, case: Case, answer_a: str, answer_b: str, *, sample: int = 0,
-             orders: tuple[str, ...] = ("AB", "BA")) -> list[dict]:
+def pairwise(gateway: Gateway, spec: ModelSpec, case: Case, answer_a: str, answer_b: str, *,
+             sample: int = 0, orders: tuple[str, ...] = ("AB", "BA")) -> list[dict]:
     """Blind, both orders: run 'AB' shows A first, run 'BA' shows B first; verdicts mapped back."""
     p = load_prompt("pairwise_v1")
     ctx = context_block(case.context)
@@ -137,7 +141,7 @@ def pairwise(gateway, spec, case: Case, answer_a: str, answer_b: str, *, sample:
     return rows
 
 
-def faithfulness(gateway, spec, case: Case, answer: str, variant: str, *,
+def faithfulness(gateway: Gateway, spec: ModelSpec, case: Case, answer: str, variant: str, *,
                  max_claims: int = 8) -> tuple[dict, list[dict]]:
     """Claim-level: extract atomic claims, then verify them all in one call.
 
@@ -184,7 +188,8 @@ def faithfulness(gateway, spec, case: Case, answer: str, variant: str, *,
                         "contradicted": sum(1 for r in rows if r["verdict"] == "contradicted")}), rows
 
 
-def key_points_for(gateway, spec, case: Case) -> tuple[list[str] | None, str | None]:
+def key_points_for(gateway: Gateway, spec: ModelSpec, case: Case
+                   ) -> tuple[list[str] | None, str | None]:
     """The case's key points, or points extracted once (cached) from the reference answer."""
     if case.key_points:
         return list(case.key_points), None
@@ -202,7 +207,8 @@ def key_points_for(gateway, spec, case: Case) -> tuple[list[str] | None, str | N
     return (pts or None), (None if pts else "no key points extracted from reference_answer")
 
 
-def coverage(gateway, spec, case: Case, answer: str, variant: str, points: list[str]) -> dict:
+def coverage(gateway: Gateway, spec: ModelSpec, case: Case, answer: str, variant: str,
+             points: list[str]) -> dict:
     p = load_prompt("coverage_v1")
     numbered = "\n".join(f"{i + 1}. {k}" for i, k in enumerate(points))
     call = ask_json(gateway, spec, p, {"question": case.question, "key_points": numbered,
@@ -221,7 +227,7 @@ def coverage(gateway, spec, case: Case, answer: str, variant: str, points: list[
                 result={"points": points, "covered": covered})
 
 
-def abstention(gateway, spec, case: Case, answer: str, variant: str, *,
+def abstention(gateway: Gateway, spec: ModelSpec, case: Case, answer: str, variant: str, *,
                n_claims: int | None = None) -> dict:
     """Did the answer abstain? The abstention judge decides, not a phrase list; and an
     answer that makes a factual claim (`n_claims` > 0, from the faithfulness judge's
@@ -247,8 +253,9 @@ def _abstention_row(case: Case, variant: str, call, said: bool, n_claims: int | 
                 rationale=result.get("overruled"))
 
 
-def claims_and_abstention(gateway, spec, case: Case, answer: str, variant: str, judges,
-                          *, max_claims: int = 8) -> list[tuple[dict, list | None]]:
+def claims_and_abstention(gateway: Gateway, spec: ModelSpec, case: Case, answer: str,
+                          variant: str, judges, *, max_claims: int = 8
+                          ) -> list[tuple[dict, list | None]]:
     """Faithfulness, then abstention: the one order frozen and live runs both use.
 
     The claim extraction asks whether the answer abstains in the same call, so abstention
@@ -263,7 +270,8 @@ def claims_and_abstention(gateway, spec, case: Case, answer: str, variant: str, 
         return rows
     said = json.loads(row["result_json"]).get("abstained") if row.get("result_json") else None
     if row.get("error") is None and said is not None:
-        shared = JudgeCall(None, None, row["call_hashes"].split(",")[:1], row["model_resolved"])
+        shared: JudgeCall[Claims] = JudgeCall(None, None, row["call_hashes"].split(",")[:1],
+                                              row["model_resolved"])
         rows.append((_abstention_row(case, variant, shared, said, len(claims),
                                      load_prompt("claims_extract_v2").sha256,
                                      "asked with the claim extraction"), None))
@@ -273,8 +281,8 @@ def claims_and_abstention(gateway, spec, case: Case, answer: str, variant: str, 
     return rows
 
 
-def rubric(gateway, spec, case: Case, judge: str, subject: str, values: dict[str, str],
-           *, sample: int = 0) -> dict:
+def rubric(gateway: Gateway, spec: ModelSpec, case: Case, judge: str, subject: str,
+           values: dict[str, str], *, sample: int = 0) -> dict:
     """The single-score 0-1 rubrics: quality, keywords, conformance, relevance."""
     p = load_prompt(f"{judge}_v1")
     call = ask_json(gateway, spec, p, values, Score, purpose=f"judge:{judge}", case_id=case.id,
@@ -290,7 +298,8 @@ class GeneratedQuestions(BaseModel):
                                                                              "maxLength": 160}})
 
 
-def relevance_by_embedding(gateway, spec, case: Case, answer: str, variant: str, embed_fn) -> dict:
+def relevance_by_embedding(gateway: Gateway, spec: ModelSpec, case: Case, answer: str,
+                           variant: str, embed_fn) -> dict:
     """Answer relevance: questions generated from the answer vs the real one (mean cosine)."""
     import math
 

@@ -13,9 +13,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from string import Template
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from ..llm.gateway import Gateway
+    from ..shapes import ModelSpec
+
+M = TypeVar("M", bound=BaseModel)  # the reply's model: a call's value is typed as asked
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
 NEUTRAL = str.maketrans({"<": "‹", ">": "›"})
@@ -67,7 +73,7 @@ def numbered_schema(field: str, n: int, item: dict) -> dict:
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
 
 
-def parse_json_model(text: str | None, model: type[BaseModel]) -> tuple[BaseModel | None, str | None]:
+def parse_json_model(text: str | None, model: type[M]) -> tuple[M | None, str | None]:
     if text is None:
         return None, "no content"
     m = _FENCE.match(text)
@@ -89,23 +95,23 @@ def parse_json_model(text: str | None, model: type[BaseModel]) -> tuple[BaseMode
 
 
 @dataclass
-class JudgeCall:
-    value: BaseModel | None
+class JudgeCall(Generic[M]):
+    value: M | None
     error: str | None
     call_hashes: list[str] = field(default_factory=list)
     model_resolved: str | None = None
     n_calls: int = 0
 
 
-def ask_json(gateway, spec, prompt: Prompt, values: dict[str, str], model: type[BaseModel], *,
-             purpose: str, case_id: str | None, sample: int = 0,
-             schema: dict | None = None) -> JudgeCall:
+def ask_json(gateway: Gateway, spec: ModelSpec, prompt: Prompt, values: dict[str, str],
+             model: type[M], *, purpose: str, case_id: str | None, sample: int = 0,
+             schema: dict | None = None) -> JudgeCall[M]:
     """One judge call, schema-validated, with one repair retry on invalid JSON."""
-    messages = [{"role": "user", "content": prompt.render(**values)}]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": prompt.render(**values)}]
     fmt = json_schema_format(model, schema)
     res = gateway.complete(spec, messages, purpose=purpose, case_id=case_id, sample=sample,
                            response_format=fmt)
-    call = JudgeCall(None, None, [res.call_hash], res.model_resolved, 1)
+    call: JudgeCall[M] = JudgeCall(None, None, [res.call_hash], res.model_resolved, 1)
     if not res.ok:
         call.error = f"provider: {res.error}"
         return call

@@ -11,9 +11,14 @@ the runner around this plan.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Callable
 
 from ..shapes import Case
+
+if TYPE_CHECKING:
+    from ..llm.gateway import Gateway
+    from ..shapes import Config
 
 Rows = list[tuple[dict, list | None]]  # (judgment row, its claims or None)
 Task = Callable[[], Rows]
@@ -31,12 +36,12 @@ class JudgeInputs:
         return cls({v: case for v in VARIANTS}, case, answers)
 
 
-def relevance_method(cfg) -> str:
+def relevance_method(cfg: Config) -> str:
     """How answer relevance is measured under this config (the report names it)."""
     return "embedding" if cfg.embedding is not None else "llm_rating"
 
 
-def judge_tasks(gw, cfg, inputs: JudgeInputs) -> list[Task]:
+def judge_tasks(gw: Gateway, cfg: Config, inputs: JudgeInputs) -> list[Task]:
     """Independent calls, each returning rows to store; run them in any order or side by side."""
     from .. import judges as J
 
@@ -45,10 +50,13 @@ def judge_tasks(gw, cfg, inputs: JudgeInputs) -> list[Task]:
     tasks: list[Task] = []
     answers = inputs.answers
 
+    def pairwise_rows(order: str) -> Rows:
+        return [(r, None) for r in J.pairwise(gw, spec, inputs.pair_case, answers["A"],
+                                              answers["B"], orders=(order,))]
+
     if "pairwise" in js:
         for order in ("AB", "BA"):
-            tasks.append(lambda o=order: [(r, None) for r in J.pairwise(
-                gw, spec, inputs.pair_case, answers["A"], answers["B"], orders=(o,))])
+            tasks.append(partial(pairwise_rows, order))
 
     def coverage_rows(case: Case, v: str) -> Rows:
         points, perr = J.key_points_for(gw, spec, case)  # cached: one extraction per question
@@ -56,32 +64,51 @@ def judge_tasks(gw, cfg, inputs: JudgeInputs) -> list[Task]:
             return [({"case_id": case.id, "judge": "coverage", "subject": v, "error": perr}, None)]
         return [(J.coverage(gw, spec, case, answers[v], v, points), None)] if points else []
 
+    def claims_rows(case: Case, v: str, ans: str) -> Rows:
+        return J.claims_and_abstention(gw, spec, case, ans, v, js, max_claims=cfg.max_claims)
+
+    def quality_rows(case: Case, v: str, ans: str) -> Rows:
+        return [(J.rubric(gw, spec, case, "quality", v, {
+            "question": case.question, "context": J.context_block(case.context),
+            "answer": ans}), None)]
+
+    def rated_relevance_rows(case: Case, v: str, ans: str) -> Rows:
+        return [(J.rubric(gw, spec, case, "relevance", v, {
+            "question": case.question, "answer": ans}), None)]
+
+    def embedded_relevance_rows(embed_fn: Callable, case: Case, v: str, ans: str) -> Rows:
+        return [(J.relevance_by_embedding(gw, spec, case, ans, v, embed_fn), None)]
+
     embed_fn: Callable | None = None
+    embedding = cfg.embedding
     if "relevance" in js and relevance_method(cfg) == "embedding":
         from ..llm import embed
 
-        embed_fn = lambda texts, s=cfg.embedding: embed(s, texts, cfg.timeout_s)  # noqa: E731
+        assert embedding is not None  # the method is "embedding" only when one is configured
+
+        def embed_texts(texts: list[str]) -> list[list[float]]:
+            return embed(embedding, texts, cfg.timeout_s)
+
+        embed_fn = embed_texts
 
     for v in VARIANTS:
         case, ans = inputs.cases[v], answers[v]
         if "faithfulness" in js or "abstention" in js:
-            tasks.append(lambda case=case, v=v, ans=ans: J.claims_and_abstention(
-                gw, spec, case, ans, v, js, max_claims=cfg.max_claims))
+            tasks.append(partial(claims_rows, case, v, ans))
         if "coverage" in js and case.answerable:
-            tasks.append(lambda case=case, v=v: coverage_rows(case, v))
+            tasks.append(partial(coverage_rows, case, v))
         if "quality" in js:
-            tasks.append(lambda case=case, v=v, ans=ans: [(J.rubric(gw, spec, case, "quality", v, {
-                "question": case.question, "context": J.context_block(case.context),
-                "answer": ans}), None)])
+            tasks.append(partial(quality_rows, case, v, ans))
         if embed_fn is not None:
-            tasks.append(lambda case=case, v=v, ans=ans: [(J.relevance_by_embedding(
-                gw, spec, case, ans, v, embed_fn), None)])
+            tasks.append(partial(embedded_relevance_rows, embed_fn, case, v, ans))
         elif "relevance" in js:  # no embedding model: an LLM 0-1 rating, labelled as such
-            tasks.append(lambda case=case, v=v, ans=ans: [(J.rubric(gw, spec, case, "relevance", v, {
-                "question": case.question, "answer": ans}), None)])
+            tasks.append(partial(rated_relevance_rows, case, v, ans))
     keywords_case = inputs.pair_case
-    if "keywords" in js and keywords_case.keywords:
-        tasks.append(lambda: [(J.rubric(gw, spec, keywords_case, "keywords", "case", {
-            "question": keywords_case.question,
-            "keywords": ", ".join(keywords_case.keywords)}), None)])
+    keywords = keywords_case.keywords
+    if "keywords" in js and keywords:
+        def keywords_rows(kws: list[str]) -> Rows:
+            return [(J.rubric(gw, spec, keywords_case, "keywords", "case", {
+                "question": keywords_case.question, "keywords": ", ".join(kws)}), None)]
+
+        tasks.append(partial(keywords_rows, keywords))
     return tasks

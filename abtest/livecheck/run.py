@@ -27,10 +27,15 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import IncompleteError, UserError
 from .targets import BAD_ANSWER, UNREACHABLE, LiveAnswer, TargetError, TargetOptions, parse_target
+
+if TYPE_CHECKING:
+    from ..llm.gateway import Gateway
+    from ..shapes import Config
+    from ..store import Store
 
 Progress = Callable[[str], None]
 
@@ -114,8 +119,9 @@ def _item_row(run_id: str, idx: int, q, v: str, *, ans: LiveAnswer | None = None
     return row
 
 
-def judge_question(gw, cfg, store, run_id: str, q: dict, items: dict[str, dict], *,
-                   citation_pattern: str | None, corpus_version: str) -> list[str]:
+def judge_question(gw: Gateway, cfg: Config, store: Store, run_id: str, q: dict,
+                   items: dict[str, dict], *, citation_pattern: str | None,
+                   corpus_version: str) -> list[str]:
     """Checks and judges for one question whose A and B answers both exist."""
     from ..checks import run_checks
     from ..judges.plan import JudgeInputs, judge_tasks
@@ -206,6 +212,7 @@ def run_live(lc, golden, a_target: str, b_target: str, *, frozen_run: str | None
                                                    sort_keys=True).encode()).hexdigest()
                       for v in VARIANTS}
         if resume:
+            assert run_id  # checked above: --resume needs --run-id
             run = store.get_run(run_id)
             if run is None or run["kind"] != "live":
                 raise UserError(f"--resume: no live run {run_id!r} in the store",
@@ -250,8 +257,8 @@ def run_live(lc, golden, a_target: str, b_target: str, *, frozen_run: str | None
         store.close()
 
 
-def _execute(lc, store, run_id, questions, records, targets, corpus_version, citation_pattern,
-             say, resume) -> LiveResult:
+def _execute(lc, store: Store, run_id, questions, records, targets, corpus_version,
+             citation_pattern, say, resume) -> LiveResult:
     from ..llm import Gateway, ModelDriftError
 
     cfg = lc.config

@@ -31,7 +31,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import UserError
 
@@ -270,8 +270,9 @@ class HttpTarget(Target):
             raise
         except urllib.error.HTTPError as exc:
             ra = None
+            said = exc.headers.get("Retry-After") if exc.headers else None
             try:
-                ra = float(exc.headers.get("Retry-After")) if exc.headers else None
+                ra = float(said) if said is not None else None
             except (TypeError, ValueError):
                 ra = None
             retryable = exc.code == 429 or exc.code >= 500
@@ -363,6 +364,7 @@ class PythonTarget(Target):
             raise UserError(f"module {self.module_name!r} has no function {self.func_name!r}",
                             file=self.spec)
         self._fn = fn
+        params: Mapping[str, inspect.Parameter]
         try:
             params = inspect.signature(fn).parameters
         except (TypeError, ValueError):

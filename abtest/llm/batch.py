@@ -21,10 +21,23 @@ import json
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from ..errors import IncompleteError, UserError
 from ..shapes import ModelSpec
+
+if TYPE_CHECKING:
+    from ..store import Store
+    from .provider import LLMResult
+
+
+class Collector(Protocol):
+    """What collecting a batch asks of the gateway (`Gateway`, which imports this module)."""
+
+    def pin(self, requested: str, resolved: str | None) -> None: ...
+
+    def call_rows(self, res: LLMResult, spec: ModelSpec, purpose: str, case_id: str | None,
+                  attempt: int) -> tuple[dict, dict | None]: ...
 
 ENDPOINT = "/v1/chat/completions"
 MAX_LINES = 50_000            # the OpenAI Batch API's limit per batch
@@ -129,7 +142,7 @@ def _chunks(reqs: list[Request]) -> list[list[tuple[Request, bytes]]]:
     return parts
 
 
-def submit(store, run_id: str, queue: BatchQueue, progress: Callable[[str], None] | None
+def submit(store: Store, run_id: str, queue: BatchQueue, progress: Callable[[str], None] | None
            ) -> list[str]:
     """Upload each group's requests and create its batch; every batch id is stored as soon as
     the provider has it (a batch created but not stored would be paid for and never read)."""
@@ -216,8 +229,8 @@ def _line_error(line: dict) -> str:
     return f"batch line failed{f' (HTTP {code})' if code else ''}: {text.strip(': ')}"[:300]
 
 
-def collect(gw, store, run_id: str, specs: list[ModelSpec], *, wait: bool, poll_s: float,
-            progress: Callable[[str], None] | None) -> list[dict]:
+def collect(gw: Collector, store: Store, run_id: str, specs: list[ModelSpec], *, wait: bool,
+            poll_s: float, progress: Callable[[str], None] | None) -> list[dict]:
     """Collect every finished batch of the run; with wait, poll until none is out. Returns
     the batches still out (only when not waiting)."""
     from .provider import describe_for, get_litellm
@@ -251,15 +264,15 @@ def collect(gw, store, run_id: str, specs: list[ModelSpec], *, wait: bool, poll_
         time.sleep(poll_s)
 
 
-def _collect_one(gw, store, batch: dict, b, spec: ModelSpec, litellm, kw: dict,
-                 progress) -> None:
+def _collect_one(gw: Collector, store: Store, batch: dict, b, spec: ModelSpec, litellm,
+                 kw: dict, progress) -> None:
     from .provider import batch_cost, result_from
 
     reqs = {r["call_hash"]: r for r in store.batch_requests(batch["batch_id"])}
     calls, failed, answered = [], {}, set()
     for line in _lines(litellm, b.output_file_id, kw) + _lines(litellm, b.error_file_id, kw):
         h = line.get("custom_id")
-        if h not in reqs or h in failed or h in answered:
+        if not isinstance(h, str) or h not in reqs or h in failed or h in answered:
             continue
         resp = line.get("response") or {}
         if line.get("error") or resp.get("status_code") != 200:
@@ -274,6 +287,7 @@ def _collect_one(gw, store, batch: dict, b, spec: ModelSpec, litellm, kw: dict,
         gw.pin(spec.model, res.model_resolved)
         req = reqs[h]
         row, cache = gw.call_rows(res, spec, req["purpose"], req["case_id"], attempt=1)
+        assert cache is not None  # an answer, fresh and without error, has its cache row
         calls.append((row, cache))
         answered.add(h)
     for h in reqs:   # a request the provider returned no line for did not get an answer

@@ -183,6 +183,7 @@ class Gateway:
 
         held = self.budget.reserve(spec, kw["messages"], kw["max_tokens"])
         res = None
+        actual: float | None
         try:
             res = self._attempt_once(litellm, spec, kw, h, purpose, case_id, attempt_no)
         finally:
@@ -241,6 +242,7 @@ class Gateway:
                 if not res.content or not res.content.strip():
                     res.error, res.retryable = "empty content from provider", True
             else:
+                assert exc is not None  # no response: the call raised
                 res = LLMResult(content=None, error=describe_for(spec, exc), latency_ms=latency,
                                 call_hash=h,
                                 retryable=retryable(litellm, exc), retry_after=retry_after(exc))

@@ -232,8 +232,9 @@ def _install_client_session(litellm) -> None:
 def _make_handler(chat_fn: Callable[[dict], dict]):
     """A litellm CustomLLM that forwards an OpenAI-shaped request dict to chat_fn."""
     litellm = get_litellm()
+    custom_llm: type = litellm.CustomLLM  # litellm is imported lazily: its class is a value here
 
-    class Handler(litellm.CustomLLM):
+    class Handler(custom_llm):
         def completion(self, model, messages, *args, **kwargs):
             params = dict(kwargs.get("optional_params") or {})
             req = {"model": model, "messages": messages, **params}
@@ -365,7 +366,7 @@ class LLMResult:
         return self.error is None and self.content is not None
 
 
-def result_from(litellm, resp, h: str, latency_ms: float) -> LLMResult:
+def result_from(litellm, resp, h: str, latency_ms: float | None) -> LLMResult:
     try:
         content = resp.choices[0].message.content
     except (AttributeError, IndexError):

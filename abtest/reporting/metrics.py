@@ -33,7 +33,7 @@ _NONE: dict = {}  # read-only stand-in for an absent map or row
 
 def plain(obj: Any) -> Any:
     """Dataclasses, tuples and dates as JSON-ready values."""
-    if is_dataclass(obj):
+    if is_dataclass(obj) and not isinstance(obj, type):
         return {k: plain(v) for k, v in asdict(obj).items()}
     if isinstance(obj, dict):
         return {k: plain(v) for k, v in obj.items()}
@@ -69,17 +69,17 @@ def continuous(metric: str, a_by: Mapping[str, float | None], b_by: Mapping[str,
 
     reason = reason or (lambda _cid, _v: "no score")
     a_only, b_only, both = [], [], []
-    used = []
+    used: list[tuple[str, float, float]] = []
     for cid in ids:
-        a, b = a_by.get(cid), b_by.get(cid)
-        if a is None and b is None:
+        sa, sb = a_by.get(cid), b_by.get(cid)
+        if sa is None and sb is None:
             both.append(cid)
-        elif a is None:
+        elif sa is None:
             a_only.append(cid)
-        elif b is None:
+        elif sb is None:
             b_only.append(cid)
         else:
-            used.append((cid, a, b))
+            used.append((cid, sa, sb))
     why = {"A": Counter(reason(c, "A") for c in a_only + both),
            "B": Counter(reason(c, "B") for c in b_only + both)}
     dropped = {"a_only": a_only, "b_only": b_only, "both": both,
@@ -116,7 +116,8 @@ def continuous(metric: str, a_by: Mapping[str, float | None], b_by: Mapping[str,
     if t.sd_d and len(used) >= 2:
         a_m = alpha / max(1, family_size)
         mde = stats.mde_paired_t(len(used), t.sd_d, alpha=a_m)
-        block = {"mde": mde.mde, "d_z": mde.d_z, "alpha": a_m, "power": 0.8, "sd_d": t.sd_d}
+        block: dict[str, Any] = {"mde": mde.mde, "d_z": mde.d_z, "alpha": a_m, "power": 0.8,
+                                 "sd_d": t.sd_d}
         if mde.mde is not None and mde.mde > DIFF_LIMITS[1]:
             block["mde"] = None
             block["note"] = (f"with {len(used)} pairs no difference within the 0–1 scale is "
@@ -137,7 +138,9 @@ def drop_bound(a_by: Mapping[str, float | None], b_by: Mapping[str, float | None
     pairs where neither side has a score (both behaved alike)."""
     from .. import stats
 
-    a, b, n_a, n_b = [], [], 0, 0
+    a: list[float] = []
+    b: list[float] = []
+    n_a = n_b = 0
     for cid in ids:
         x, y = a_by.get(cid), b_by.get(cid)
         if (x is None) == (y is None):
@@ -149,6 +152,7 @@ def drop_bound(a_by: Mapping[str, float | None], b_by: Mapping[str, float | None
             y, n_b = 0.0, n_b + 1
         else:
             x, n_a = 1.0, n_a + 1
+        assert x is not None and y is not None  # both scored, or the missing one imputed
         a.append(x)
         b.append(y)
     out = {"method": "worst case for B on answerable questions: a pair missing only B's score "
@@ -229,6 +233,8 @@ def binary(name: str, a_by: Mapping[str, bool | None], b_by: Mapping[str, bool |
         ci2 = stats.paired_proportion_diff_ci(n11, b_only, a_only, n00, method="tango",
                                               conf_level=1 - 2 * alpha)
         ni = out["noninferiority"]
+        # `used` is not empty, so the interval has both limits
+        assert ci2.ci_low is not None and ci2.ci_high is not None
         if higher_is_better:
             ni.update({"lower": ci2.ci_low, "holds": bool(ci2.ci_low > -margin)})
         else:

@@ -8,7 +8,10 @@ another abtest version, another status or finish time, or other labels is stale 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 SUMMARY_VERSION = 2   # 2: every reason, the pairwise counts and faithfulness B − A with its CI
 
@@ -45,7 +48,7 @@ def summarize(rep: dict) -> dict[str, Any]:
             if faith.get("difference") is not None else None}
 
 
-def build_any(store, run: dict) -> dict:
+def build_any(store: Store, run: dict) -> dict:
     """The run's report, frozen or live, by the code `abtest report` uses."""
     if run["kind"] == "live":
         from .live import build_live_report
@@ -56,7 +59,7 @@ def build_any(store, run: dict) -> dict:
     return build_report(store, run["run_id"])
 
 
-def refresh_summary(store, run_id: str) -> dict[str, Any] | None:
+def refresh_summary(store: Store, run_id: str) -> dict[str, Any] | None:
     """Build and store a finished run's summary (the store must be open read-write); a running
     run has none (its progress is counted, not summarised)."""
     from ..runs import load_run
@@ -69,7 +72,7 @@ def refresh_summary(store, run_id: str) -> dict[str, Any] | None:
     return summary
 
 
-def _keep(store, run: dict, summary: dict) -> None:
+def _keep(store: Store, run: dict, summary: dict) -> None:
     store.put_run_summary(run["run_id"], state_of(run, store.labels_state(run["run_id"])), summary)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from typing import Any
+from typing import Any, Callable
 
 from abtest.errors import UserError
 from abtest.retrieval.base import Retrieved, RetrievedChunk, Retriever
@@ -39,6 +39,7 @@ def get_retriever(spec: str, *, base_dir: str | os.PathLike = ".", **options: An
     base = os.fspath(base_dir)
     kind, _, rest = spec.partition(":")
     kind = kind.lower()
+    cls: type[Retriever]
     if kind == "local":
         from abtest.retrieval.local import LocalRetriever as cls
         args: tuple = (spec, rest)
@@ -60,4 +61,5 @@ def get_retriever(spec: str, *, base_dir: str | os.PathLike = ".", **options: An
         if name not in accepted:
             raise UserError(f"unknown option for a {kind} retriever (allowed: "
                             f"{', '.join(sorted(accepted))})", file=spec, field=name)
-    return cls(*args, base_dir=base, **options)
+    make: Callable[..., Retriever] = cls  # every kind takes base_dir; the base class does not
+    return make(*args, base_dir=base, **options)

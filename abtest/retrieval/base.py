@@ -38,7 +38,7 @@ class RetrievedChunk:
         return Chunk(id=self.id, text=self.text, meta=self.meta)
 
 
-class Retrieved(list):
+class Retrieved(list[RetrievedChunk]):
     """The chunks for one question, best first, plus how they were asked for.
 
     A plain list of RetrievedChunk, so callers that only need the chunks ignore the
@@ -60,8 +60,8 @@ class Retrieved(list):
     @property
     def scores(self) -> list[float] | None:
         """Per-chunk scores for Case.retrieval_scores, or None unless every chunk has one."""
-        s = [c.score for c in self]
-        return None if not s or any(x is None for x in s) else s  # type: ignore[return-value]
+        s = [c.score for c in self if c.score is not None]
+        return s if s and len(s) == len(self) else None
 
 
 def text_id(text: str) -> str:
@@ -240,6 +240,12 @@ class Retriever(abc.ABC):
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise UserError(f"k must be a positive integer, got {k!r}", file=self.spec, field="k")
         return k
+
+    def _search_k(self, k: int | None) -> int:
+        """`_k` for a retriever that searches (not `keeps_all`): `__init__` refused k=None."""
+        out = self._k(k)
+        assert out is not None, "a search retriever always has a k"
+        return out
 
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")

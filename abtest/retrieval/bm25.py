@@ -56,7 +56,7 @@ _SCORE_MARGIN = 1e-5  # keeps pruning exact despite 6-decimal rounding of scores
 
 class IndexHit(NamedTuple):
     id: str
-    score: float
+    score: float | None   # None from get_chunks: fetched by id, not scored
     title: str | None
     text: str
     metadata: dict | None
@@ -96,8 +96,9 @@ class IndexStore:
     # ------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
-        con, self.con = getattr(self, "con", None), None
+        con = getattr(self, "con", None)
         if con is not None:
+            del self.con  # closed: a later query fails loudly rather than on a closed handle
             con.close()
 
     def __enter__(self) -> "IndexStore":
@@ -536,8 +537,10 @@ def _or_of_terms(ast: Node) -> list[str] | None:
     """The distinct terms of a plain `a OR b OR c` query, else None."""
     if isinstance(ast, Term):
         return [ast.term]
-    if isinstance(ast, Or) and all(isinstance(x, Term) for x in ast.items):
-        return list(dict.fromkeys(x.term for x in ast.items))
+    if isinstance(ast, Or):
+        terms = [x for x in ast.items if isinstance(x, Term)]
+        if len(terms) == len(ast.items):
+            return list(dict.fromkeys(x.term for x in terms))
     return None
 
 

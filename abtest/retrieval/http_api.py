@@ -171,7 +171,7 @@ class HttpRetriever(Retriever):
 
     def retrieve_many(self, questions: Sequence[tuple[Hashable, str]], k: int | None = None
                       ) -> dict[Hashable, Retrieved]:
-        k = self._k(k)
+        k = self._search_k(k)
         headers = self._headers()
         if self.concurrency == 1 or len(questions) <= 1:
             return {qid: self._one(qid, q, k, headers) for qid, q in questions}

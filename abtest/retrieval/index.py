@@ -139,7 +139,11 @@ def search(index_path: str | os.PathLike, query: str, k: int = 10) -> list[Searc
     with IndexStore(index_path, read_only=True) as st:
         hits = st.search(ast, k)
     wanted = set(positive_terms(ast))
-    return [SearchHit(h.id, h.score, h.title, snippet(h.text, wanted)) for h in hits]
+    out = []
+    for h in hits:
+        assert h.score is not None  # a search scores every hit (only get_chunks leaves None)
+        out.append(SearchHit(h.id, h.score, h.title, snippet(h.text, wanted)))
+    return out
 
 
 def snippet(text: str, terms: set[str], width: int = 160) -> str:

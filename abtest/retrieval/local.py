@@ -104,7 +104,8 @@ class LocalRetriever(Retriever):
             self._chunk_vectors = (ids, texts, m)
         return self._chunk_vectors
 
-    def _embed(self, texts: list[str]) -> list[list[float]]:
+    def _embed(self, texts: list[str]) -> Sequence[Sequence[float]]:
+        assert self.embed_fn is not None  # only a hybrid retriever (one with embed_fn) embeds
         out = self.embed_fn(texts)
         if not isinstance(out, (list, tuple)) or len(out) != len(texts):
             raise UserError("embedding model returned the wrong number of vectors", file=self.spec,
@@ -174,7 +175,7 @@ class LocalRetriever(Retriever):
 
     def retrieve_many(self, questions: Sequence[tuple[Hashable, str]], k: int | None = None
                       ) -> dict[Hashable, Retrieved]:
-        k = self._k(k)
+        k = self._search_k(k)
         plans: dict[Hashable, tuple[list[str], str]] = {}
         queries = []
         for qid, question in questions:

@@ -362,8 +362,9 @@ def to_dnf(node: Node, limit: int = 1024) -> list[Clause] | None:
         if isinstance(n, Not):
             return nnf(n.item, not neg)
         disj = isinstance(n, Or) != neg  # De Morgan
-        parts = [nnf(x, neg) for x in n.items]
-        if any(p is None for p in parts):
+        maybe = [nnf(x, neg) for x in n.items]
+        parts = [p for p in maybe if p is not None]
+        if len(parts) != len(maybe):
             return None
         if disj:
             out = [c for p in parts for c in p]

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from typing import Any, Sequence
-
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..fmt import num, pct
 from ..runs import load_run, run_config
 from .ppi import ppi_headlines
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 CLAIM_JUDGES = ("faithfulness", "coverage", "abstention")
 VALIDATED_JUDGES = ("pairwise", "faithfulness", "coverage", "abstention")
@@ -25,8 +27,8 @@ def _kappa_block(judge: Sequence, human: Sequence, conf_level: float) -> dict:
     for j, h in zip(judge, human):
         conf.setdefault(j, {}).setdefault(h, 0)
         conf[j][h] += 1
-    out = {"n": n, "agreement": None, "kappa": None, "ci_low": None, "ci_high": None,
-           "confusion": conf}
+    out: dict[str, Any] = {"n": n, "agreement": None, "kappa": None, "ci_low": None,
+                           "ci_high": None, "confusion": conf}
     if n:
         k = cohen_kappa(list(judge), list(human), conf_level=conf_level)
         out.update({"agreement": k.p_observed, "kappa": k.kappa, "ci_low": k.ci_low,
@@ -36,7 +38,7 @@ def _kappa_block(judge: Sequence, human: Sequence, conf_level: float) -> dict:
     return out
 
 
-def _labelled_pairs(store, run_id: str):
+def _labelled_pairs(store: Store, run_id: str):
     items = {r["item_id"]: r for r in store.review_items(run_id)}
     for lab in store.human_labels(run_id):
         item = items.get(lab["item_id"])
@@ -44,7 +46,7 @@ def _labelled_pairs(store, run_id: str):
             yield item, lab
 
 
-def agreement(store, run_id: str, alpha: float = 0.05) -> dict:
+def agreement(store: Store, run_id: str, alpha: float = 0.05) -> dict:
     """Judge vs human per judge type: raw agreement and Cohen's kappa with a (1 − alpha)
     CI. Pairwise items whose two judge orders disagreed are left out of the pairwise
     kappa and reported under ``position_inconsistent`` (the judge's combined outcome
@@ -96,8 +98,8 @@ def agreement(store, run_id: str, alpha: float = 0.05) -> dict:
 
 # --------------------------------------------------------------------------- status
 
-def status(store, run_id: str, min_labels: int | None = None, min_kappa: float | None = None,
-           alpha: float | None = None) -> dict:
+def status(store: Store, run_id: str, min_labels: int | None = None,
+           min_kappa: float | None = None, alpha: float | None = None) -> dict:
     """How far each judge is from validated (the report's rule, per judge on its own items:
     at least min_labels human labels and the lower (1 − alpha) limit of kappa ≥ min_kappa).
     Thresholds and alpha default to the run's stored config. Includes `agreement` and the
@@ -236,7 +238,7 @@ def judge_validation(pairs_by_judge: dict[str, list[tuple[Any, Any]]], cfg) -> d
     return out
 
 
-def run_judge_validation(store, run_id: str, cfg) -> dict:
+def run_judge_validation(store: Store, run_id: str, cfg) -> dict:
     """Per judge, its verdicts against the human labels of its own review items."""
     items = {r["item_id"]: r for r in store.review_items(run_id)}
     pairs: dict[str, list[tuple]] = defaultdict(list)

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 
 from ..errors import UserError
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 PAIRWISE_LABELS = ("1", "2", "tie")
 CLAIM_LABELS = ("supported", "unsupported")
@@ -66,9 +69,10 @@ def pairwise_stratum(ab: str | None, ba: str | None) -> str:
 
 
 def outcome(ab: str | None, ba: str | None) -> str:
-    from ..stats import pairwise_outcome
+    from ..stats import Verdict, pairwise_outcome
 
-    return pairwise_outcome(ab, ba)
+    # stored verdicts are text; pairwise_outcome refuses anything but A, B, tie or None
+    return pairwise_outcome(cast(Verdict, ab), cast(Verdict, ba))
 
 
 def claim_label(verdict: str | None) -> str | None:
@@ -117,7 +121,8 @@ def stratified(pools: dict[str, list], total: int, seed_key: str) -> list:
     return out
 
 
-def write_rows(store, fn, rows) -> None:
+def write_rows(store: Store, fn: Callable[[list[dict[str, Any]]], None],
+               rows: list[dict[str, Any]]) -> None:
     import duckdb
 
     try:

@@ -12,13 +12,16 @@ import getpass
 import io
 import json
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 
 from ..errors import UserError
 from ..jsonl import json_object
 from ..runs import load_run
 from .items import CLAIM_LABELS, DOWNLOAD_FORMAT, LABELS, write_rows
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 
 class _Row(NamedTuple):
@@ -106,7 +109,7 @@ def default_reviewer() -> str:
         return "unknown"
 
 
-def import_labels(store, run_id: str, file, reviewer: str | None = None) -> int:
+def import_labels(store: Store, run_id: str, file, reviewer: str | None = None) -> int:
     """Validate a labels file and store its labels in `human_labels`; all or nothing.
 
     Accepts the pack's labels.csv, items.jsonl (filled in) and the review page's JSON
@@ -133,14 +136,15 @@ def import_labels(store, run_id: str, file, reviewer: str | None = None) -> int:
                         source=str(path))
 
 
-def label_item(store, run_id: str, item_id: str, label: str, reviewer: str | None = None) -> int:
+def label_item(store: Store, run_id: str, item_id: str, label: str,
+               reviewer: str | None = None) -> int:
     """One label given in `abtest view`'s review page: the same checks as a file's rows."""
     load_run(store, run_id)
     return store_labels(store, run_id, [_Row("form", item_id, label, reviewer, None)],
                         source="review page")
 
 
-def store_labels(store, run_id: str, rows: list[_Row], *, reviewer: str | None = None,
+def store_labels(store: Store, run_id: str, rows: list[_Row], *, reviewer: str | None = None,
                  file_reviewer: str | None = None, source: str) -> int:
     """Check labelled rows against the run's review items and store them, all or nothing.
 

@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
 from .items import CLAIM_LABELS, SCORE, claim_label, outcome, pairwise_stratum
 from ..runs import finished_cases, load_run, pairwise_verdicts, run_config
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 
 class PPIResult(NamedTuple):
@@ -106,8 +109,8 @@ def _ppi_core(judge_est: float, judge_var: float | None,
     judge's total bias is Σ over all units of r). Var: judge_var + Σ_h N_h²·(1 − n_h/N_h)·
     s²_h/n_h (stratified sampling of the rectifier; a fully labelled stratum adds 0)."""
     corr, var, note = 0.0, judge_var, None
-    for h, (big_n, r) in sorted(strata.items(), key=lambda kv: str(kv[0])):
-        r = np.asarray(r, dtype=float)
+    for h, (big_n, given) in sorted(strata.items(), key=lambda kv: str(kv[0])):
+        r = np.asarray(given, dtype=float)
         if big_n == 0:
             continue
         if r.size == 0:
@@ -189,7 +192,7 @@ def _judge_and_ppi(judge_values, sizes: Counter, rectifiers: dict[str, list[floa
     return judge, ppi, note
 
 
-def ppi_headlines(store, run_id: str, alpha: float | None = None) -> dict:
+def ppi_headlines(store: Store, run_id: str, alpha: float | None = None) -> dict:
     """Judge-only and prediction-powered estimates of the headline B − A differences.
 
     pairwise: win rate of B (B wins 1, tie ½, A wins 0) − 0.5 over the report's finished
@@ -261,7 +264,9 @@ def ppi_headlines(store, run_id: str, alpha: float | None = None) -> dict:
                 continue
             fi = 1.0 if c["verdict"] == "supported" else 0.0
             sign = 1.0 if c["variant"] == "B" else -1.0
-            r_by[claim_label(c["verdict"])].append(
+            label = claim_label(c["verdict"])
+            assert label is not None  # only claims with a verdict are kept
+            r_by[label].append(
                 sign * (fi - sum(ys) / len(ys)) / (big * m[(c["case_id"], c["variant"])]))
             n_lab += 1
         judge, ppi, note = _judge_and_ppi(dj, sizes, r_by, n_lab, alpha)

@@ -31,11 +31,20 @@ from datetime import date, datetime
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Protocol
 
 from ..errors import UserError
 
 MAX_BODY = 1 << 20
+
+
+class Served(Protocol):
+    """What the read service needs of the store it serves (`results.Store`, which imports
+    this module)."""
+
+    path: Path
+
+    def _raw(self, sql: str, params: Iterable = ()) -> tuple[list[str], list[tuple]]: ...
 
 
 def sidecar(path: Path) -> Path:
@@ -74,7 +83,7 @@ def read_only_sql(sql: str) -> bool:
 class ReadService:
     """The writer's side: serve `Store._rows` to other processes until `stop()`."""
 
-    def __init__(self, store):
+    def __init__(self, store: Served):
         self.store = store
         self.token = secrets.token_hex(16)
         service = self

@@ -215,23 +215,26 @@ class Store:
 
     # -- lifecycle -------------------------------------------------------
     def _migrate(self) -> None:
+        con = self.con
+        assert con is not None  # only a writer migrates, and a writer holds the file
         with self.lock:
-            self.con.execute("CREATE TABLE IF NOT EXISTS _abtest_migrations "
-                             "(name VARCHAR PRIMARY KEY, applied_at TIMESTAMP)")
-            done = {r[0] for r in self.con.execute("SELECT name FROM _abtest_migrations").fetchall()}
+            con.execute("CREATE TABLE IF NOT EXISTS _abtest_migrations "
+                        "(name VARCHAR PRIMARY KEY, applied_at TIMESTAMP)")
+            done = {r[0] for r in con.execute("SELECT name FROM _abtest_migrations").fetchall()}
             for name, fn in MIGRATIONS:
                 if name in done:
                     continue
-                self.con.execute("BEGIN TRANSACTION")
+                con.execute("BEGIN TRANSACTION")
                 try:
-                    fn(self.con)
-                    self.con.execute("INSERT INTO _abtest_migrations VALUES (?, ?)", [name, _now()])
-                    self.con.execute("COMMIT")
+                    fn(con)
+                    con.execute("INSERT INTO _abtest_migrations VALUES (?, ?)", [name, _now()])
+                    con.execute("COMMIT")
                 except Exception:
-                    self.con.execute("ROLLBACK")
+                    con.execute("ROLLBACK")
                     raise
 
     def _check_schema(self) -> None:
+        assert self.con is not None  # checked right after opening the file
         try:
             self.con.execute("SELECT count(*) FROM _abtest_migrations").fetchone()
         except Exception:
@@ -381,7 +384,7 @@ class Store:
     def put_generations(self, rows: list[dict[str, Any]],
                         checks: list[tuple[str, str, str, list[dict]]]) -> None:
         """A case's generations and their check results in one committed write."""
-        ops = []
+        ops: list[WriteOp | Callable] = []
         for row in rows:
             row = dict(row)
             row.setdefault("created_at", _now())
@@ -725,8 +728,8 @@ class Store:
         return out
 
     # -- export -------------------------------------------------------------
-    RUN_TABLES = ("runs", "generations", "llm_calls", "checks", "judgments", "claims",
-                  "human_labels", "review_items")
+    RUN_TABLES: tuple[str, ...] = ("runs", "generations", "llm_calls", "checks", "judgments",
+                                   "claims", "human_labels", "review_items")
 
     def export_run(self, run_id: str | None, out_dir: Path, fmt: str) -> list[Path]:
         """One file per run table: the run's rows, or every run's (run_id None)."""
@@ -780,7 +783,7 @@ class Store:
     # -- end live runs ----------------------------------------------------------------------
 
 
-def read_export(folder: Path) -> dict[str, dict[str, Any] | list[dict[str, Any]]]:
+def read_export(folder: Path) -> dict[str, list[dict[str, Any]]]:
     """The runs and rows an `abtest export --format parquet` folder holds, by table."""
     import duckdb
 
