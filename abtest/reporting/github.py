@@ -14,8 +14,13 @@ characters that escape longest cannot push it over.
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
 from ..fmt import clip, interval, num
+from .model import json_shape
+
+if TYPE_CHECKING:
+    from .model import Report
 
 MARKER = "<!-- abtest-report -->"
 MAX_CHARS = 60_000
@@ -49,8 +54,9 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
             + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
 
 
-def render_github(r: dict) -> str:
-    """PR-comment Markdown for a frozen run's report dict."""
+def render_github(report: Report) -> str:
+    """PR-comment Markdown for a frozen run's report."""
+    r = json_shape(report)
     v = r.get("variants") or {}
     fx = r.get("fixture") or {}
     c = r.get("claim") or {}

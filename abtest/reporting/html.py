@@ -18,11 +18,15 @@ from __future__ import annotations
 import math
 import re
 from html import escape as _escape
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..fmt import cost_line, interval, num, pct
 from .markdown import extra_judge_lines
 from .metrics import SCORE_JUDGES
+from .model import json_shape
+
+if TYPE_CHECKING:
+    from .model import LiveReport, Report
 
 
 def level_of(metrics: dict) -> str:
@@ -884,9 +888,9 @@ def _footer(r: dict) -> str:
             "page is self-contained: no script, no external resources.</p></footer>")
 
 
-def render_html(report: dict) -> str:
-    """One self-contained HTML document for a report dict (see build.build_report)."""
-    r = _d(report)
+def render_html(report: Report) -> str:
+    """One self-contained HTML document for a report (see build.build_report)."""
+    r = json_shape(report)
     body = [_header(r), _summary(r), _fixture(r), checks_section(_d(r.get("metrics"))),
             metrics_section(r),
             _gate(r), _incidents(r), _remediation(r), _flipped(r), _unfinished(r), _next_date(r),
@@ -997,10 +1001,10 @@ def live_sections(r: dict) -> list[str]:
     return out
 
 
-def render_live_html(report: dict) -> str:
+def render_live_html(report: LiveReport) -> str:
     """The live report as a page like the frozen one: the frozen and live claims kept apart,
     frozen vs live over the cases both finished, metrics with CIs, gate, per question."""
-    r = _d(report)
+    r = json_shape(report)
     golden, variants, versions = _d(r.get("golden")), _d(r.get("variants")), _d(r.get("versions"))
     items = [("Status", f"<strong>{esc(r.get('status'))}</strong> — {_fv(r.get('n_finished'))}/"
                         f"{_fv(r.get('n_cases'))} questions finished"

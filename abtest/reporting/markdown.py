@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..fmt import clip, cost_line, interval, num, pct
 from .metrics import SCORE_JUDGES
+from .model import json_shape
+
+if TYPE_CHECKING:
+    from .model import Report
 
 
 def cell(text, n=160):
@@ -91,9 +97,10 @@ def extra_judge_lines(r: dict) -> list[str]:
     return out
 
 
-def render_markdown(r: dict) -> str:
+def render_markdown(report: Report) -> str:
     from tabulate import tabulate
 
+    r = json_shape(report)
     L: list[str] = []
     add = L.append
     m = r["metrics"]

@@ -199,10 +199,14 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
 
     async def report_page(request):
         from ..reporting import render
+        from ..reporting.model import LiveReport
 
-        store, run, rep = with_run(request)
-        store.close()
-        if run["kind"] == "live":
+        store, run, _ = with_run(request)
+        try:
+            rep = data.typed_report_of(store, run)
+        finally:
+            store.close()
+        if isinstance(rep, LiveReport):
             from ..reporting.live import render_live
 
             html = render_live(rep, "html")
