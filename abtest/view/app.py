@@ -18,16 +18,9 @@ ASSETS = ("view.css", "view.js")
 
 
 def _env():
-    import jinja2
+    from ..reporting.pages import environment
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader("abtest.view", "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True)
-    from ..fmt import interval, num, signed
-
-    env.filters.update(num=num, signed=signed, dash=lambda x, nd=3: num(x, nd, missing="—"))
-    env.globals.update(interval=interval)
-    return env
+    return environment()
 
 
 # Host names an app made without serve() answers (tests' TestClient, in-process use): the
