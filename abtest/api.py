@@ -229,7 +229,7 @@ def report(run: str = "latest", *, config: Any = None,
         create=False)
     try:
         rid = resolve_run(st, run)
-        return Report.model_validate(build_any(st, load_run(st, rid)))
+        return Report.model_validate(build_any(st, load_run(st, rid)).as_dict())
     finally:
         if own:
             st.close()

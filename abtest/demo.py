@@ -67,6 +67,7 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str 
     from .jsonl import write_jsonl
     from .llm import preload
     from .reporting import render
+    from .reporting.model import Report
     from .reporting.summary import report_and_summary
     from .retrieval import get_retriever
     from .retrieval.index import build_index
@@ -111,20 +112,22 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str 
     progress("running A = plain vs B = grounded on the embedded model (generate, check, judge)")
     res = run(lc, fixture, d / "variants" / "plain.yaml", d / "variants" / "grounded.yaml",
               progress=progress)
-    rep = report_and_summary(lc.store_path, res.run_id)  # and kept for `abtest view`
+    report = report_and_summary(lc.store_path, res.run_id)  # and kept for `abtest view`
+    assert isinstance(report, Report)
     out_md = d / "results" / f"report-{res.run_id}.md"
     out_json = d / "results" / f"report-{res.run_id}.json"
-    out_md.write_text(render(rep, "md"), encoding="utf-8")
-    out_json.write_text(render(rep, "json"), encoding="utf-8")
+    out_md.write_text(render(report, "md"), encoding="utf-8")
+    out_json.write_text(render(report, "json"), encoding="utf-8")
     paths = [out_md, out_json]
     try:
         out_html = d / "results" / f"report-{res.run_id}.html"
-        out_html.write_text(render(rep, "html"), encoding="utf-8")
+        out_html.write_text(render(report, "html"), encoding="utf-8")
         paths.append(out_html)
     except ImportError:
         pass
     from .fmt import pct
 
+    rep = report.as_dict()
     pw = rep["metrics"].get("pairwise") or {}
     f = rep["metrics"].get("faithfulness") or {}
     print(f"run id: {res.run_id} ({rep['status']}, {rep['n_cases']} cases, "
@@ -156,6 +159,7 @@ def _live_demo(lc, d: Path, qpath: Path, index_path: Path, frozen_run: str, mode
     from .errors import IncompleteError
     from .livecheck import run_live
     from .reporting.live import render_live
+    from .reporting.model import LiveReport
     from .reporting.summary import report_and_summary
 
     gen = lc.config.generator
@@ -172,10 +176,12 @@ def _live_demo(lc, d: Path, qpath: Path, index_path: Path, frozen_run: str, mode
         except IncompleteError as exc:
             progress(f"live: incomplete: {exc}")
             return 3
-    rep = report_and_summary(lc.store_path, run_id)
+    report = report_and_summary(lc.store_path, run_id)
+    assert isinstance(report, LiveReport)
     out = d / "results" / f"live-{run_id}.md"
-    out.write_text(render_live(rep, "md"), encoding="utf-8")
-    (d / "results" / f"live-{run_id}.json").write_text(render_live(rep, "json"), encoding="utf-8")
+    out.write_text(render_live(report, "md"), encoding="utf-8")
+    (d / "results" / f"live-{run_id}.json").write_text(render_live(report, "json"), encoding="utf-8")
+    rep = report.as_dict()
     claims = rep.get("claims") or {}
     print(f"live run id: {run_id} ({rep['status']}); report: {out}")
     for key in ("frozen", "live"):

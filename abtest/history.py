@@ -63,7 +63,7 @@ def _headline(store: Store, run: dict) -> dict:
     except UserError:
         out["fixture_changed"] = True
     try:
-        rep = build_report(store, run["run_id"])
+        rep = build_report(store, run["run_id"]).as_dict()
     except Exception as exc:  # a broken old run must not hide the others
         out["report_error"] = f"{type(exc).__name__}: {exc}"
         return out
@@ -166,7 +166,7 @@ def compare_runs(store: Store, run1: str, run2: str, reports: tuple[dict, dict] 
         if r["kind"] != "live":
             check_fixture_unchanged(r)
     # a caller that has the two reports already (the view keeps them) passes them in
-    rep1, rep2 = reports or (build_any(store, r1), build_any(store, r2))
+    rep1, rep2 = reports or (build_any(store, r1).as_dict(), build_any(store, r2).as_dict())
     by1 = {r["case_id"]: r for r in rep1["per_case"]}
     by2 = {r["case_id"]: r for r in rep2["per_case"]}
     ids = set(by1) & set(by2) if mixed else set(by1) | set(by2)

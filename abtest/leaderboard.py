@@ -28,7 +28,7 @@ def run_models(lc: LoadedConfig, fixture, variant, models: list[str], *, progres
         runs.append((m, res))
     store = Store(lc.store_path, read_only=True)
     try:
-        reports = {m: build_report(store, res.run_id) for m, res in runs}
+        reports = {m: build_report(store, res.run_id).as_dict() for m, res in runs}
     finally:
         store.close()
     return leaderboard(models, reports, threshold=lc.config.gates.incident_faithfulness)

@@ -289,7 +289,7 @@ def suggest_edits(lc, store: Store, run_id: str, *, variant: str = "B",
         raise UserError("already exists; pass --force to replace the previous suggestion",
                         file=str(target))
     check_fixture_unchanged(run)
-    report = build_report(store, run_id)
+    report = build_report(store, run_id).as_dict()
     prompt = load_prompt(PROMPT_NAME)
     spec = lc.config.judge
     check_credentials(spec, where="judge")

@@ -121,7 +121,7 @@ def report(path: Path, run_id: str) -> dict:
 
     s = Store(path, read_only=True, create=False)
     try:
-        return json.loads(json.dumps(build_any(s, load_run(s, run_id)), default=str))
+        return json.loads(json.dumps(build_any(s, load_run(s, run_id)).as_dict(), default=str))
     finally:
         s.close()
 

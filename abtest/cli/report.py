@@ -39,9 +39,10 @@ def report(ctx, run_id, fmt, out):
     from pathlib import Path
 
     from ..reporting import render
+    from ..reporting.model import LiveReport
 
     rep = _report_for(ctx, run_id)
-    if rep.get("kind") == "live":
+    if isinstance(rep, LiveReport):
         from ..reporting.live import render_live
 
         if fmt == "github":
@@ -88,7 +89,7 @@ def gate(ctx, run_id, thresholds):
             gates = Gates.model_validate({**gates.model_dump(), **data})
         except ValidationError as exc:
             raise pydantic_error_line(exc, file=thresholds) from None
-    g = evaluate_gate(rep, gates)
+    g = evaluate_gate(rep.as_dict(), gates)
     for r in g["rules"]:
         val = "n/a" if r["value"] is None else f"{r['value']:.3f}"
         click.echo(f"{r['status']:>14}  {r['name']:<18} {val:>8}  (threshold {r['threshold']})"

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING, Any
 
 from ..gcpause import gc_paused
 from .build import SCHEMA_VERSION, build_report  # noqa: F401
+from .model import json_shape
+
+if TYPE_CHECKING:
+    from .model import Report
 
 
 # one encoder for every value: json.dumps(v, default=str) builds a new encoder per call
 _ENCODE = json.JSONEncoder(default=str).encode
 
 
-def to_json(obj, level: int = 0) -> str:
+def to_json(obj: Any, level: int = 0) -> str:
     """json.dumps(obj, indent=2), except that a long list is written one compact element per
     line: the same document, 10x faster on 10,000 cases (the indenting encoder is pure Python)."""
     pad, inner = "  " * level, "  " * (level + 1)
@@ -26,14 +31,14 @@ def to_json(obj, level: int = 0) -> str:
     return _ENCODE(obj)
 
 
-def render(report: dict, fmt: str) -> str:
+def render(report: Report, fmt: str) -> str:
     with gc_paused():
         return _render(report, fmt)
 
 
-def _render(report: dict, fmt: str) -> str:
+def _render(report: Report, fmt: str) -> str:
     if fmt == "json":
-        return to_json(report) + "\n"
+        return to_json(json_shape(report)) + "\n"
     if fmt == "md":
         from .markdown import render_markdown
 

@@ -14,8 +14,14 @@ characters that escape longest cannot push it over.
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
 from ..fmt import clip, interval, num
+from . import notes
+from .model import json_shape
+
+if TYPE_CHECKING:
+    from .model import Report
 
 MARKER = "<!-- abtest-report -->"
 MAX_CHARS = 60_000
@@ -27,6 +33,17 @@ def text(value, n: int = 300) -> str:
     """One line of model or user text, safe in a comment: escaped, no mentions, clipped."""
     one = " ".join(str("" if value is None else value).split())
     return html.escape(clip(one, n), quote=False).replace("@", "&#64;").replace("|", "&#124;")
+
+
+def sentence(s: notes.Sentence, n: int = 300, emphasis: bool = True) -> str:
+    """A sentence of `notes` in the comment: each span escaped and clipped to `n`, bold kept
+    (or dropped) and the space between spans kept."""
+    out = []
+    for style, t in s:
+        body = text(t, n)
+        lead = " " if t[:1].isspace() and body else ""
+        out.append(f"**{body}**" if style == "strong" and emphasis else lead + body)
+    return "".join(out)
 
 
 def _metric_rows(m: dict) -> list[list[str]]:
@@ -49,8 +66,9 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
             + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
 
 
-def render_github(r: dict) -> str:
-    """PR-comment Markdown for a frozen run's report dict."""
+def render_github(report: Report) -> str:
+    """PR-comment Markdown for a frozen run's report."""
+    r = json_shape(report)
     v = r.get("variants") or {}
     fx = r.get("fixture") or {}
     c = r.get("claim") or {}
@@ -59,16 +77,13 @@ def render_github(r: dict) -> str:
     L = [MARKER,
          f"### abtest: B `{text((v.get('b') or {}).get('name'), 80)}` vs A "
          f"`{text((v.get('a') or {}).get('name'), 80)}` on `{text(fx.get('name'), 80)}`", ""]
-    if c.get("licensed"):
-        L.append(f"**Licensed claim:** {text(c.get('sentence'), 2000)}")
-    else:
-        L.append("**No claim is licensed.** Why:")
-        L += [f"- {text(reason, 300)}" for reason in (c.get("reasons") or [])[:12]]
+    L.append(sentence(notes.claim_heading(c), 2000))
+    L += [f"- {text(reason, 300)}" for reason in notes.claim_reasons(c)[:12]]
     L += ["", f"**Gate: {text(g.get('decision') or 'n/a', 20)}**"
           + (" — " + "; ".join(text(x, 300) for x in (g.get("reasons") or [])[:5])
              if g.get("reasons") else "")]
     if r.get("estimates_withheld"):
-        L += ["", f"> No estimate is shown: {text(r['estimates_withheld'], 400)}."]
+        L += ["", "> " + sentence(notes.withheld(r["estimates_withheld"]), 400, emphasis=False)]
     rows = _metric_rows(m)
     if rows and not r.get("estimates_withheld"):
         L += ["", *_table(["metric", "N", "A", "B", "B − A", "CI", "Holm p"], rows)]

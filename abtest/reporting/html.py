@@ -18,11 +18,16 @@ from __future__ import annotations
 import math
 import re
 from html import escape as _escape
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..fmt import cost_line, interval, num, pct
-from .markdown import extra_judge_lines
+from . import notes
+from .pages import macro
 from .metrics import SCORE_JUDGES
+from .model import json_shape
+
+if TYPE_CHECKING:
+    from .model import LiveReport, Report
 
 
 def level_of(metrics: dict) -> str:
@@ -64,6 +69,11 @@ def esc(x: Any) -> str:
         return "n/a"
     s = x if type(x) is str else str(x)
     return _escape(s) if _SPECIAL(s) else s
+
+
+def spans(sentence: notes.Sentence, strong_cls: str | None = None) -> str:
+    """A sentence of `notes` through the shared macro (escaped there)."""
+    return str(macro("spans")(sentence, strong_cls))
 
 
 def _num(x: Any) -> float | None:
@@ -455,44 +465,29 @@ def _header(r: dict) -> str:
 def _summary(r: dict) -> str:
     out = ['<section id="summary"><h2>Executive summary</h2>']
     c = _d(r.get("claim"))
-    if c.get("licensed"):
-        out.append(f'<div class="callout ok" id="claim"><strong>Licensed claim:</strong> '
-                   f"{esc(c.get('sentence'))}</div>")
-    else:
-        out.append('<div class="callout no" id="claim"><strong>No claim is licensed.</strong> Why:<ul>')
-        out += [f"<li>{esc(x)}</li>" for x in _l(c.get("reasons"))]
-        out.append("</ul></div>")
+    out.append(str(macro("claim_box")(c)))
     if c.get("scope"):
         out.append(f'<p class="note">Scope: {esc(c.get("scope"))}</p>')
     if r.get("comparison_kind") == "pipeline_change":
         reasons = "; ".join(str(x) for x in _l(r.get("pipeline_reasons")))
-        out.append('<div class="callout warn">This is a pipeline change, re-measure end to end; the '
-                   f"frozen claim does not apply.{(' (' + esc(reasons) + ')') if reasons else ''}</div>")
+        out.append(f'<div class="callout warn">{spans(notes.pipeline_change())}'
+                   f"{(' (' + esc(reasons) + ')') if reasons else ''}</div>")
     if r.get("self_judge"):
-        out.append('<div class="callout warn" id="self-judge">The judge is the generator model '
-                   f"(self-judging: <code>{esc(r.get('self_judge_model'))}</code>): its verdicts on "
-                   "its own answers demonstrate the machinery; they are not evidence.</div>")
+        out.append('<div class="callout warn" id="self-judge">'
+                   f"{spans(notes.self_judge(r.get('self_judge_model')))}</div>")
     if r.get("estimates_withheld"):
-        out.append(f'<div class="callout warn" id="withheld"><strong>No estimate is shown:</strong> '
-                   f"{esc(r.get('estimates_withheld'))}.</div>")
+        out.append('<div class="callout warn" id="withheld">'
+                   f"{spans(notes.withheld(r.get('estimates_withheld')))}</div>")
     pw = _d(_d(r.get("metrics")).get("pairwise"))
     if pw:
-        fav = (f" — significant, in {esc(pw.get('direction'))}'s favour"
-               if pw.get("direction") else "")
-        out.append(f"<p>Pairwise (blind, both orders): B won {esc(num(pw.get('b_wins')))}, A won "
-                   f"{esc(num(pw.get('a_wins')))}, no preference {esc(num(pw.get('no_preference')))} "
-                   f"(of which position-inconsistent {esc(num(pw.get('position_inconsistent')))}); "
-                   f"sign test p = {esc(num(pw.get('p_value')))}, Holm p = "
-                   f"{esc(num(pw.get('p_holm')))}{fav}.</p>")
+        out.append(f"<p>{spans(notes.pairwise_line(pw))}</p>")
         cav = _d(pw.get("length_bias")).get("caveat")
         if cav:
-            out.append(f'<div class="callout warn" id="length-caveat"><strong>Length caveat:'
-                       f"</strong> {esc(cav)}.</div>")
+            out.append('<div class="callout warn" id="length-caveat">'
+                       f"{spans(notes.length_caveat(cav))}</div>")
     g = _d(r.get("gate"))
     if g:
-        reasons = [str(x) for x in _l(g.get("reasons"))]
-        out.append(f'<p>Gate: <span class="badge {esc(g.get("decision"))}">{esc(g.get("decision"))}'
-                   f"</span>{(' — ' + esc('; '.join(reasons[:3]))) if reasons else ''}</p>")
+        out.append(f"<p>{spans(notes.gate_line(g), strong_cls=str(g.get('decision')))}</p>")
     out.append("</section>")
     return "".join(out)
 
@@ -590,85 +585,20 @@ def metrics_section(r: dict) -> str:
                           num_cols=(1, 2, 3, 4, 5, 7, 8), cls="metrics"))
     else:
         out.append("<p>No metric was measured.</p>")
-    holm = _d(r.get("holm"))
-    fam = ", ".join(str(x) for x in _l(holm.get("family"))) or "none"
-    out.append('<p class="note">Pairwise A/B columns are win rates with ties counted half; abstention '
-               "columns are rates (lower is better on answerable cases, higher on unanswerable). CIs "
-               f"are unadjusted; Holm family: {esc(fam)} ({esc(holm.get('rule'))}).</p>")
-    notes = []
-    for key in ("faithfulness", "coverage"):
-        mm = _d(m.get(key))
-        if mm.get("n_dropped"):
-            dr = _d(mm.get("dropped"))
-            why = "; ".join(f"{v}: " + ", ".join(f"{k} {n}" for k, n in _d(c).items())
-                            for v, c in _d(dr.get("reasons")).items() if c)
-            notes.append(f"{esc(key)}: {esc(num(mm.get('n_dropped')))} pair(s) dropped (no score "
-                         f"on A only: {len(_l(dr.get('a_only')))}, on B only: "
-                         f"{len(_l(dr.get('b_only')))}, on both: {len(_l(dr.get('both')))}"
-                         + (f"; {esc(why)}" if why else "") + ").")
-        bound = _d(mm.get("drop_bound"))
-        if bound.get("imputed_a") or bound.get("imputed_b"):
-            notes.append(f"{esc(key)}: worst case for the one-sided drops (B = 0 where only B has no "
-                         f"score, A = 1 where only A has none): B − A = "
-                         f"{esc(num(bound.get('difference'), signed=True))}, p = "
-                         f"{esc(num(bound.get('p_value')))} — "
-                         f"{'holds' if bound.get('holds') else '<strong>does not hold</strong>'}.")
-        mde = _d(mm.get("mde"))
-        if mde and not mm.get("significant"):
-            if mde.get("mde") is None:
-                notes.append(f"{esc(key)}: not significant; {esc(mde.get('note'))}.")
-            else:
-                notes.append(f"{esc(key)}: not significant. With N = {esc(num(mm.get('n')))} paired "
-                             f"questions, α = {esc(num(mde.get('alpha')))} (Holm-conservative), "
-                             f"two-sided, 80% power, the study can detect a mean difference of ≥ "
-                             f"{esc(num(mde.get('mde')))} (d_z = {esc(num(mde.get('d_z')))}, sd_d = "
-                             f"{esc(num(mm.get('sd_d')))}).")
-        ni = _d(mm.get("noninferiority"))
-        if ni:
-            notes.append(f"{esc(key)} non-inferiority (margin {esc(num(ni.get('margin')))}): "
-                         f"{'holds' if ni.get('holds') else 'not shown'} (lower "
-                         f"{esc(pct(ni.get('conf_level') or 0.9))} limit {esc(num(ni.get('ci_low')))}).")
-    for sub in ("answerable", "unanswerable"):
-        ni = _d(_d(_d(m.get("abstention")).get(sub)).get("noninferiority"))
-        if ni:
-            lim = ni.get("upper") if sub == "answerable" else ni.get("lower")
-            notes.append(f"abstention ({sub}) non-inferiority (margin {esc(num(ni.get('margin')))}; "
-                         f"{esc(ni.get('rule'))}): {'holds' if ni.get('holds') else 'not shown'} "
-                         f"(limit {esc(num(lim))}; needs at least {esc(num(ni.get('min_n')))} such "
-                         "cases to be able to hold).")
-    if notes:
-        out.append("<ul>" + "".join(f"<li>{n}</li>" for n in notes) + "</ul>")
+    out.append(f'<p class="note">{spans(notes.holm_note(r))}</p>')
+    stat = notes.metric_notes(r)
+    if stat:
+        out.append("<ul>" + "".join(f"<li>{spans(n)}</li>" for n in stat) + "</ul>")
     pw = m.get("pairwise")
     out.append("<h3>Pairwise outcomes</h3>")
     out.append('<figure id="pairwise-figure">' + svg_pairwise(pw if isinstance(pw, dict) else None))
     if isinstance(pw, dict):
-        pc = _d(pw.get("position_consistency"))
         out.append("<figcaption>B wins / A wins count only verdicts that agree in both presentation "
                    "orders; position-inconsistent pairs are counted as no preference.</figcaption>")
-        out.append("</figure>")
-        diag = [f"Judge diagnostics: position consistency {esc(num(pc.get('estimate')))} (Wilson CI "
-                f"{esc(num(pc.get('ci_low')))}–{esc(num(pc.get('ci_high')))}; biased to first "
-                f"{esc(num(pc.get('biased_to_first')))}, to second {esc(num(pc.get('biased_to_second')))}), "
-                f"first-position win rate {esc(num(pw.get('first_position_win_rate')))}, answer length "
-                f"ratio B/A {esc(num(pw.get('length_ratio_b_over_a'), 2))}."]
-        lb = _d(pw.get("length_bias"))
-        if lb:
-            diag.append(f"Length: of {esc(num(lb.get('n_decisive')))} decisive pairs B's answer was "
-                        f"longer in {esc(num(lb.get('b_longer')))}, shorter in "
-                        f"{esc(num(lb.get('b_shorter')))}, about equal in "
-                        f"{esc(num(lb.get('equal_length')))}. "
-                        + (f"Length-controlled B share {esc(num(lb.get('lc_share_b')))} "
-                           f"({esc(interval(lb.get('lc_ci_low'), lb.get('lc_ci_high')))})."
-                           if lb.get("separable") else
-                           "Preference and length cannot be separated in these data.")
-                        + (f" <strong>{esc(lb.get('caveat'))}.</strong>" if lb.get("caveat") else ""))
-        diag += [esc(line) for line in extra_judge_lines(r)]
-        out.append("<ul>" + "".join(f"<li>{d}</li>" for d in diag) + "</ul>")
-    else:
-        out.append("</figure>")
-        extra = extra_judge_lines(r)
-        if extra:
-            out.append("<ul>" + "".join(f"<li>{esc(line)}</li>" for line in extra) + "</ul>")
+    out.append("</figure>")
+    diag = notes.judge_notes(r)
+    if diag:
+        out.append("<ul>" + "".join(f"<li>{spans(d)}</li>" for d in diag) + "</ul>")
     out.append("<h3>Per-case faithfulness</h3>")
     out.append('<figure id="scatter-figure">' + svg_scatter(_l(r.get("per_case"))) +
                "<figcaption>Each point is one finished case; points above the dashed diagonal scored "
@@ -876,17 +806,14 @@ def _cases(r: dict) -> str:
 
 def _footer(r: dict) -> str:
     calls = _d(r.get("calls"))
-    return (f"<footer><p>Calls: {esc(num(calls.get('distinct_calls')))} distinct LLM calls "
-            f"({esc(num(calls.get('calls_per_case'), 2))} per case), "
-            f"{esc(num(calls.get('provider_attempts')))} provider attempts. Frozen result: a claim "
-            "about generation given these contexts, never an end-to-end effect.</p>"
+    return (f"<footer><p>{spans(notes.calls_line(calls))}</p>"
             f"<p>Report schema version {esc(num(r.get('schema_version')))}; generated by abtest. This "
             "page is self-contained: no script, no external resources.</p></footer>")
 
 
-def render_html(report: dict) -> str:
-    """One self-contained HTML document for a report dict (see build.build_report)."""
-    r = _d(report)
+def render_html(report: Report) -> str:
+    """One self-contained HTML document for a report (see build.build_report)."""
+    r = json_shape(report)
     body = [_header(r), _summary(r), _fixture(r), checks_section(_d(r.get("metrics"))),
             metrics_section(r),
             _gate(r), _incidents(r), _remediation(r), _flipped(r), _unfinished(r), _next_date(r),
@@ -997,10 +924,10 @@ def live_sections(r: dict) -> list[str]:
     return out
 
 
-def render_live_html(report: dict) -> str:
+def render_live_html(report: LiveReport) -> str:
     """The live report as a page like the frozen one: the frozen and live claims kept apart,
     frozen vs live over the cases both finished, metrics with CIs, gate, per question."""
-    r = _d(report)
+    r = json_shape(report)
     golden, variants, versions = _d(r.get("golden")), _d(r.get("variants")), _d(r.get("versions"))
     items = [("Status", f"<strong>{esc(r.get('status'))}</strong> — {_fv(r.get('n_finished'))}/"
                         f"{_fv(r.get('n_cases'))} questions finished"

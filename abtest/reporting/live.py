@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
 from ..fmt import num, pct
@@ -28,6 +28,11 @@ from .build import SCHEMA_VERSION, calls_summary
 from .claim import CLAIM_JUDGES, effect_reasons, sentence
 from .markdown import cell
 from .metrics import compute_metrics, continuous, metric_at, plain
+from .model import json_shape
+
+if TYPE_CHECKING:
+    from ..store import Store
+    from .model import LiveReport
 
 VARIANTS = ("A", "B")
 # compared frozen vs live per case (citation accuracy has no per-case value)
@@ -260,8 +265,15 @@ def live_claim(report: dict, cfg, frozen: dict | None) -> dict:
             "scope": scope}
 
 
-def build_live_report(store, run_id: str, config=None) -> dict:
-    """Every number of the live report from the store; nothing is estimated."""
+def build_live_report(store: Store, run_id: str, config: Any = None) -> LiveReport:
+    """Every number of the live report from the store; nothing is estimated. Checked against
+    `model.LiveReport` as the frozen report is against `Report`."""
+    from .model import validate_live_report
+
+    return validate_live_report(_build_live_report(store, run_id, config))
+
+
+def _build_live_report(store: Store, run_id: str, config: Any = None) -> dict:
     from ..gate import evaluate_gate
     from ..shapes import Config
 
@@ -394,7 +406,7 @@ def _frozen_report(store, run_id: str) -> tuple[dict | None, str | None]:
     try:
         run = load_run(store, run_id)
         check_fixture_unchanged(run)
-        return build_report(store, run_id), None
+        return build_report(store, run_id).as_dict(), None
     except UserError as exc:
         return None, f"frozen run {run_id} cannot be compared: {exc.line()}"
 
@@ -442,7 +454,8 @@ def _per_case(order, finished, questions, items, chunk_ids, jby, outcomes, check
 # --------------------------------------------------------------------------- rendering
 
 
-def render_live_markdown(r: dict) -> str:
+def render_live_markdown(report: LiveReport) -> str:
+    r = json_shape(report)
     L: list[str] = []
     add = L.append
     m = r["metrics"]
@@ -557,10 +570,10 @@ def render_live_markdown(r: dict) -> str:
     return "\n".join(L)
 
 
-def render_live(report: dict, fmt: str) -> str:
+def render_live(report: LiveReport, fmt: str) -> str:
     """md, json or html (a page like the frozen report's) for a live report."""
     if fmt == "json":
-        return json.dumps(report, indent=2, default=str) + "\n"
+        return json.dumps(json_shape(report), indent=2, default=str) + "\n"
     if fmt == "md":
         return render_live_markdown(report)
     if fmt == "html":

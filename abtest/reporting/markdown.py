@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..fmt import clip, cost_line, interval, num, pct
 from .metrics import SCORE_JUDGES
+from . import notes
+from .model import json_shape
+
+if TYPE_CHECKING:
+    from .model import Report
+
+
+md = notes.markdown
 
 
 def cell(text, n=160):
@@ -70,30 +80,10 @@ def judge_validation_md(val: dict) -> str:
             + f"\n\nRule: {val.get('rule')}.")
 
 
-def extra_judge_lines(r: dict) -> list[str]:
-    """Judge test-retest noise and the keyword-quality judge, as plain sentences (both
-    renderers show them; neither enters the claim)."""
-    out = []
-    jn = r.get("judge_noise") if isinstance(r.get("judge_noise"), dict) else None
-    if jn:
-        out.append(f"Judge test-retest: the pairwise judge re-asked {num(jn.get('repeats'))}x on "
-                   f"{num(jn.get('n_items'))} case(s); {num(jn.get('n_comparisons'))} repeated "
-                   f"verdicts agree with the first in {num(jn.get('agreement'))} of them.")
-    kw = (r.get("metrics") or {}).get("keywords")
-    if isinstance(kw, dict):
-        s = kw.get("summary") if isinstance(kw.get("summary"), dict) else {}
-        out.append(f"Search-keyword quality (the captured keywords, the same for A and B): "
-                   f"average {num(s.get('average'))}, median {num(s.get('median'))} over "
-                   f"{num(kw.get('n'))} case(s).")
-    rub = ((r.get("metrics") or {}).get("conformance") or {}).get("rubric")
-    if isinstance(rub, dict) and rub.get("note"):
-        out.append(f"Conformance: {rub['note']}")
-    return out
-
-
-def render_markdown(r: dict) -> str:
+def render_markdown(report: Report) -> str:
     from tabulate import tabulate
 
+    r = json_shape(report)
     L: list[str] = []
     add = L.append
     m = r["metrics"]
@@ -117,50 +107,38 @@ def render_markdown(r: dict) -> str:
         add(f"- Cost: {'**' + cost + '**' if (r.get('budget') or {}).get('stopped') else cost}")
     if fx.get("stale_at_run"):
         add("")
-        add(f"> **Stale fixture:** captured {fx.get('captured_at')}, due for re-capture on "
-            f"{fx.get('next_evaluation_date')}; this run started after that date, so it describes "
-            "retrieval as it was then (`abtest capture` again, then re-run).")
+        add("> " + md(notes.stale_fixture(fx)))
     gold = r.get("golden") or {}
     if gold.get("is_draft"):
         add("")
-        add(f"> **Unconfirmed draft golden set:** {gold['n_draft']} of {gold['n_cases']} questions are "
-            "model-written drafts not yet confirmed by a person (`abtest golden confirm`).")
+        add("> " + md(notes.draft_golden(gold)))
     add("")
     add("## Executive summary")
     add("")
-    c = r["claim"]
-    if c["licensed"]:
-        add(f"**Licensed claim:** {c['sentence']}")
-    else:
-        add("**No claim is licensed.** Why:")
-        for reason in c["reasons"]:
-            add(f"- {reason}")
+    add(md(notes.claim_heading(r["claim"])))
+    for reason in notes.claim_reasons(r["claim"]):
+        add(f"- {reason}")
     if r["comparison_kind"] == "pipeline_change":
         add("")
-        add("> This is a pipeline change, re-measure end to end; the frozen claim does not apply.")
+        add("> " + md(notes.pipeline_change()))
     if r["self_judge"]:
         add("")
-        add(f"> The judge is the generator model (self-judging: `{r.get('self_judge_model')}`): "
-            "its verdicts on its own answers demonstrate the machinery; they are not evidence.")
+        add("> " + md(notes.self_judge(r.get("self_judge_model"))))
     if r.get("estimates_withheld"):
         add("")
-        add(f"> **No estimate is shown:** {r['estimates_withheld']}.")
+        add("> " + md(notes.withheld(r["estimates_withheld"])))
     pw = m.get("pairwise")
     if pw:
         add("")
-        add(f"Pairwise (blind, both orders): B won {pw['b_wins']}, A won {pw['a_wins']}, no preference "
-            f"{pw['no_preference']} (of which position-inconsistent {pw['position_inconsistent']}); "
-            f"sign test p = {num(pw['p_value'])}, Holm p = {num(pw.get('p_holm'))}"
-            + (f" — significant, in {pw['direction']}'s favour" if pw.get("direction") else "")
-            + ".")
+        add(md(notes.pairwise_line(pw)))
         cav = (pw.get("length_bias") or {}).get("caveat")
         if cav:
             add("")
-            add(f"> **Length caveat:** {cav}.")
+            add("> " + md(notes.length_caveat(cav)))
     g = r.get("gate")
     if g:
         add("")
-        add(f"Gate: **{g['decision']}**" + (f" — {'; '.join(g['reasons'][:3])}" if g["reasons"] else ""))
+        add(md(notes.gate_line(g)))
     add("")
     add("## Fixture / golden set summary")
     add("")
@@ -209,61 +187,9 @@ def render_markdown(r: dict) -> str:
     add(tabulate(rows, headers=["metric", "N", "A", "B", "B − A", f"{level} CI", "test", "p",
                                 "Holm p"], tablefmt="github", disable_numparse=True))
     add("")
-    add("Pairwise A/B columns are win rates with ties counted half; abstention columns are rates "
-        "(lower is better on answerable cases, higher on unanswerable). CIs are unadjusted; Holm "
-        f"family (fixed from the configured judges): {', '.join(r['holm'].get('family') or []) or 'none'}"
-        f" ({r['holm'].get('rule', 'n/a')}).")
-    for key in ("faithfulness", "coverage"):
-        mm = m.get(key)
-        if mm and mm.get("n_dropped"):
-            dr = mm["dropped"]
-            why = "; ".join(f"{v}: " + ", ".join(f"{k} {n}" for k, n in c.items())
-                            for v, c in (dr.get("reasons") or {}).items() if c)
-            add(f"- {key}: {mm['n_dropped']} pair(s) dropped (no score on A only: "
-                f"{len(dr['a_only'])}, on B only: {len(dr['b_only'])}, on both: {len(dr['both'])}"
-                + (f"; {why}" if why else "") + ").")
-        bound = (mm or {}).get("drop_bound") or {}
-        if mm and (bound.get("imputed_a") or bound.get("imputed_b")):
-            add(f"- {key}: worst case for the one-sided drops (B = 0 where only B has no score, "
-                f"A = 1 where only A has none): B − A = {num(bound.get('difference'), signed=True)}, "
-                f"p = {num(bound.get('p_value'))} — {'holds' if bound.get('holds') else 'does not hold'}.")
-        ni = (mm or {}).get("noninferiority")
-        if ni:
-            add(f"- {key} non-inferiority (margin {ni['margin']}): "
-                f"{'holds' if ni.get('holds') else 'not shown'} (lower {pct(ni.get('conf_level', 0.9))} "
-                f"limit {num(ni.get('ci_low'))}).")
-        if mm and mm.get("mde") and not mm.get("significant"):
-            if mm["mde"].get("mde") is None:
-                add(f"- {key}: not significant; {mm['mde'].get('note', 'MDE undefined')}.")
-            else:
-                add(f"- {key}: not significant. With N = {mm['n']} paired questions, α = "
-                    f"{mm['mde']['alpha']:.3f} (Holm-conservative), two-sided, 80% power, the study "
-                    f"can detect a mean difference of ≥ {num(mm['mde']['mde'])} (d_z = "
-                    f"{num(mm['mde']['d_z'])}, sd_d = {num(mm['sd_d'])}).")
-    for sub in ("answerable", "unanswerable"):
-        ni = ((m.get("abstention") or {}).get(sub) or {}).get("noninferiority")
-        if ni:
-            lim = ni.get("upper") if sub == "answerable" else ni.get("lower")
-            add(f"- abstention ({sub}) non-inferiority (margin {ni['margin']}; {ni['rule']}): "
-                f"{'holds' if ni.get('holds') else 'not shown'} (limit {num(lim)}; needs at least "
-                f"{ni.get('min_n')} such cases to be able to hold).")
-    if pw:
-        pc = pw["position_consistency"]
-        add(f"- Judge diagnostics: position consistency {num(pc['estimate'])} "
-            f"(Wilson CI {num(pc['ci_low'])}–{num(pc['ci_high'])}), first-position win rate "
-            f"{num(pw['first_position_win_rate'])}, answer length ratio B/A "
-            f"{num(pw['length_ratio_b_over_a'], 2)}.")
-        lb = pw.get("length_bias") or {}
-        if lb:
-            add(f"- Length: of {lb.get('n_decisive')} decisive pairs B's answer was longer in "
-                f"{lb.get('b_longer')}, shorter in {lb.get('b_shorter')}, about equal in "
-                f"{lb.get('equal_length')}. "
-                + (f"Length-controlled B share {num(lb['lc_share_b'])} ({num(lb['lc_ci_low'])} to "
-                   f"{num(lb['lc_ci_high'])})." if lb.get("separable") else
-                   "Preference and length cannot be separated in these data.")
-                + (f" **{lb['caveat']}.**" if lb.get("caveat") else ""))
-    for line in extra_judge_lines(r):
-        add(f"- {line}")
+    add(md(notes.holm_note(r)))
+    for note in notes.metric_notes(r) + notes.judge_notes(r):
+        add(f"- {md(note)}")
     summaries = _score_summaries(m)
     if summaries:
         add("")
@@ -351,7 +277,5 @@ def render_markdown(r: dict) -> str:
     nd = r["fixture"].get("next_evaluation_date")
     add(f"{nd} (fixture refresh every {r['fixture'].get('refresh_every_days')} days)" if nd else "n/a")
     add("")
-    add(f"_Calls: {r['calls']['distinct_calls']} distinct LLM calls ({r['calls']['calls_per_case']} per "
-        f"case), {r['calls']['provider_attempts']} provider attempts. Frozen result: a claim about "
-        "generation given these contexts, never an end-to-end effect._")
+    add(f"_{md(notes.calls_line(r['calls']))}_")
     return "\n".join(L) + "\n"

@@ -11,17 +11,41 @@ docs/report.schema.json.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler,
+                      ValidatorFunctionWrapHandler, model_serializer, model_validator)
 
 Num = Optional[float]
+_M = TypeVar("_M", bound=BaseModel)
 
 
 class _Part(BaseModel):
     # readers keep unknown keys (`undeclared` lists them for the builder's own check);
     # strict: "yes" is not a boolean nor "5" a count
     model_config = ConfigDict(extra="allow", strict=True)
+    # the keys in the order they came: a report written again keeps its JSON byte for byte
+    _order: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        part = handler(data)
+        if isinstance(data, dict) and isinstance(part, _Part):
+            part._order = tuple(data)
+        return part
+
+    @model_serializer(mode="wrap")
+    def _in_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        if not self._order or not isinstance(out, dict):
+            return out
+        first = {k: out[k] for k in self._order if k in out}
+        return first | {k: v for k, v in out.items() if k not in first}
+
+    def as_dict(self) -> dict[str, Any]:
+        """The plain JSON shape this part was validated from (unset defaults left out)."""
+        return self.model_dump(exclude_unset=True)
 
 
 # --------------------------------------------------------------------------- header
@@ -537,6 +561,195 @@ class Report(_Part):
     gate: Gate
 
 
+# --------------------------------------------------------------------------- the live report
+
+class LiveGolden(_Part):
+    name: str
+    path: Optional[str]
+    sha256: str
+
+
+class LiveVariant(Variant):
+    target: Optional[str]
+
+
+class LiveVariants(_Part):
+    a: LiveVariant
+    b: LiveVariant
+
+
+class LiveTargets(_Part):
+    a: Optional[str]
+    b: Optional[str]
+
+
+class RetrievalMetric(ScoreMetric):
+    """Context precision or recall of one variant's retrieval against the golden ids."""
+
+    n_excluded_no_relevant_ids: int
+    excluded_no_relevant_ids: list[str]
+    definition: str
+
+
+class Retrieval(_Part):
+    context_precision: RetrievalMetric
+    context_recall: RetrievalMetric
+    same_retrieval_share: Num
+    note_same_retrieval: str
+
+
+class Latency(_Part):
+    p50_ms_a: Num
+    p95_ms_a: Num
+    mean_ms_a: Num
+    n_a: int
+    p50_ms_b: Num
+    p95_ms_b: Num
+    mean_ms_b: Num
+    n_b: int
+    latency_kind: list[str]
+    method: str
+
+
+class LivePairwise(PairwiseMetric):
+    judge_context: Optional[str] = None
+
+
+class LiveMetrics(Metrics):
+    """Empty on an incomplete run, as the frozen report's."""
+
+    pairwise: Optional[LivePairwise] = None
+    retrieval: Optional[Retrieval] = None
+    latency: Optional[Latency] = None
+
+
+class LiveHolm(_Part):
+    """Holm's family is absent on an incomplete live run."""
+
+    family: Optional[list[str]] = None
+    alpha: float
+    rule: Optional[str] = None
+    fixed_from: Optional[str] = None
+    without_data: Optional[list[str]] = None
+    note: Optional[str] = None
+
+
+class LiveClaim(Claim):
+    """The live claim, or the frozen run's beside it: `statement` reads either way."""
+
+    statement: str
+    run_id: Optional[str] = None
+
+
+class LiveClaims(_Part):
+    frozen: Optional[LiveClaim]
+    live: LiveClaim
+
+
+class LiveIncident(Incident):
+    question: Optional[str]
+
+
+class LiveCaseRow(_Part):
+    case_id: str
+    question: Optional[str]
+    answerable: Optional[bool]
+    category: Optional[str]
+    finished: bool
+    errors: list[str]
+    relevant_chunk_ids: list[str]
+    answer_a: Optional[str] = None
+    retrieved_a: list[str] = []
+    scores_a: list[Any] = []
+    latency_ms_a: Num = None
+    version_a: Optional[str] = None
+    context_precision_a: Num = None
+    context_recall_a: Num = None
+    faithfulness_a: Num = None
+    coverage_a: Num = None
+    quality_a: Num = None
+    relevance_a: Num = None
+    abstained_a: Optional[bool] = None
+    checks_failed_a: Optional[list[str]] = None
+    answer_b: Optional[str] = None
+    retrieved_b: list[str] = []
+    scores_b: list[Any] = []
+    latency_ms_b: Num = None
+    version_b: Optional[str] = None
+    context_precision_b: Num = None
+    context_recall_b: Num = None
+    faithfulness_b: Num = None
+    coverage_b: Num = None
+    quality_b: Num = None
+    relevance_b: Num = None
+    abstained_b: Optional[bool] = None
+    checks_failed_b: Optional[list[str]] = None
+    pairwise: Optional[str] = None
+
+
+class FrozenComparisonCases(_Part):
+    n: int
+    frozen_only: int
+    live_only: int
+    note: str
+
+
+class FrozenComparisonRow(_Part):
+    metric: str
+    n: int
+    frozen_a: Num
+    frozen_b: Num
+    frozen_difference: Num
+    live_a: Num
+    live_b: Num
+    live_difference: Num
+    ratio: Num
+    survival: str
+    measure: Optional[str]
+
+
+class LiveReport(_Part):
+    """`abtest report LIVE_RUN --format json`: the frozen report's top-level keys, the live
+    run's own (golden questions, targets, versions, retrieval and latency) and both claims."""
+
+    schema_version: int
+    run_id: str
+    kind: Literal["live"]
+    status: Literal["complete", "incomplete"]
+    generated_at: str
+    created_at: Optional[str]
+    n_cases: int
+    n_finished: int
+    unfinished_cases: list[str]
+    unfinished_reasons: dict[str, list[str]]
+    incomplete_reason: Optional[str]
+    golden: LiveGolden
+    fixture: Fixture
+    retriever: Optional[str]
+    corpus_version: Optional[str]
+    targets: LiveTargets
+    variants: LiveVariants
+    versions: dict[str, list[str]]
+    models: Models
+    comparison_kind: Literal["live"]
+    git_commit: Optional[str]
+    judges: list[str]
+    judge_validation: JudgeValidation
+    metrics: LiveMetrics
+    holm: LiveHolm
+    incidents: list[LiveIncident]
+    calls: Calls
+    estimates_withheld: Optional[str] = None
+    frozen_comparison: Optional[list[FrozenComparisonRow]] = None
+    frozen_comparison_note: Optional[str] = None
+    claim: LiveClaim
+    claims: LiveClaims
+    frozen_run_id: Optional[str] = None
+    per_case: list[LiveCaseRow]
+    frozen_comparison_cases: Optional[FrozenComparisonCases] = None
+    gate: Gate
+
+
 def undeclared(node: Any, path: str = "") -> list[str]:
     """Every key below `node` that no model declares, as dotted paths."""
     out: list[str] = []
@@ -562,11 +775,25 @@ _BRANCHES = (BaseModel, dict, list)
 def validate_report(report: dict) -> Report:
     """The report as built, checked against the contract: a type mismatch or a key the models
     do not declare is the builder's bug, raised here before the report is shown."""
-    model = Report.model_validate(report)
+    return _checked(Report.model_validate(report))
+
+
+def validate_live_report(report: dict) -> LiveReport:
+    """The live report as built, checked the same way."""
+    return _checked(LiveReport.model_validate(report))
+
+
+def _checked(model: _M) -> _M:
     extra = undeclared(model)
     if extra:
         raise ValueError(f"report keys not in abtest.reporting.model: {', '.join(extra[:10])}")
     return model
+
+
+def json_shape(report: Report | LiveReport | dict) -> dict:
+    """What a renderer reads: a built report's JSON shape, or a report file's JSON as loaded
+    (renderers show whatever a file holds, even keys and values this version would refuse)."""
+    return report.as_dict() if isinstance(report, _Part) else report
 
 
 def report_schema() -> dict:

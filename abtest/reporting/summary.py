@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..store import Store
+    from .model import LiveReport, Report
 
 SUMMARY_VERSION = 2   # 2: every reason, the pairwise counts and faithfulness B − A with its CI
 
@@ -24,10 +25,15 @@ def state_of(run: dict, labels_state: tuple | None) -> str:
                                       run.get("finished_at"), labels_state or (0, 0, "0")))
 
 
-def summarize(rep: dict) -> dict[str, Any]:
+def summarize(report: Report | LiveReport) -> dict[str, Any]:
     """The claim line (licensed sentence, or the first reason it is withheld, and all of
     them), the gate, and who won: the pairwise counts and faithfulness B − A with its CI
     (None when not measured, as for any incomplete run)."""
+    return summarize_json(report.as_dict())
+
+
+def summarize_json(rep: dict) -> dict[str, Any]:
+    """`summarize` over a report's JSON shape (what the view keeps)."""
     c = rep.get("claim") or {}
     reasons = [str(x) for x in c.get("reasons") or []]
     if c.get("licensed"):
@@ -48,7 +54,7 @@ def summarize(rep: dict) -> dict[str, Any]:
             if faith.get("difference") is not None else None}
 
 
-def build_any(store: Store, run: dict) -> dict:
+def build_any(store: Store, run: dict) -> Report | LiveReport:
     """The run's report, frozen or live, by the code `abtest report` uses."""
     if run["kind"] == "live":
         from .live import build_live_report
@@ -76,7 +82,7 @@ def _keep(store: Store, run: dict, summary: dict) -> None:
     store.put_run_summary(run["run_id"], state_of(run, store.labels_state(run["run_id"])), summary)
 
 
-def report_and_summary(store_path, run_id: str) -> dict:
+def report_and_summary(store_path: Any, run_id: str) -> Report | LiveReport:
     """Build a finished run's report and keep its summary, in one pass over the store (the
     end of `abtest run`, `abtest live` and the demo). When another process holds the store the
     summary is skipped (the view builds it when asked); the report is built read-only."""

@@ -14,8 +14,8 @@ report's pairwise statistics use) and `human_labels.label` are directly comparab
 Claim items use "supported"/"unsupported" (the judge's contradicted and
 not_in_context both count as unsupported), coverage items "covered"/"not_covered",
 
-The page is assembled from `assets/` (HTML, CSS, JS), inlined: no network, no external
-resource; data is rendered with textContent only.
+The page is the Jinja template `assets/review_page.html` with its CSS and JS files inlined: no
+network, no external resource; data is rendered with textContent only.
 """
 
 from __future__ import annotations
@@ -36,18 +36,18 @@ from .items import (ABSTENTION_TASK, CLAIM_TASK, COVERAGE_TASK, DOWNLOAD_FORMAT,
 
 
 def review_page(pack: dict) -> str:
-    """The review page with its CSS, JS and the pack inlined (one self-contained file)."""
-    from importlib.resources import files
+    """The review page (assets/review_page.html) with its CSS, JS and the pack inlined: one
+    self-contained file."""
+    from markupsafe import Markup
 
-    assets = files(__package__) / "assets"
-    html = (assets / "review.html").read_text(encoding="utf-8")
-    return (html.replace("/*__CSS__*/", (assets / "review.css").read_text(encoding="utf-8"), 1)
-                .replace("/*__JS__*/", (assets / "review.js").read_text(encoding="utf-8"), 1)
-                .replace("/*__PACK_JSON__*/null", _script_json(pack), 1))
+    from ..reporting.pages import environment
+
+    page = environment().get_template("review_page.html").render(pack_json=Markup(_script_json(pack)))
+    return page + "\n"   # Jinja drops the template's final newline
 
 
 def _script_json(obj: Any) -> str:
-    """JSON safe to embed in <script type="application/json"> (no '</script>', no '<!--');
+    """JSON safe to embed in the page's JSON script element (no closing tag, no comment opener);
     '/' is escaped too so data (e.g. a URL in an answer) never reads as a resource reference."""
     text = json.dumps(obj, ensure_ascii=False, sort_keys=True)
     for ch, esc in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"), ("/", "\\/"),

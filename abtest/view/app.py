@@ -18,16 +18,9 @@ ASSETS = ("view.css", "view.js")
 
 
 def _env():
-    import jinja2
+    from ..reporting.pages import environment
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader("abtest.view", "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True)
-    from ..fmt import interval, num, signed
-
-    env.filters.update(num=num, signed=signed, dash=lambda x, nd=3: num(x, nd, missing="—"))
-    env.globals.update(interval=interval)
-    return env
+    return environment()
 
 
 # Host names an app made without serve() answers (tests' TestClient, in-process use): the
@@ -199,10 +192,14 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
 
     async def report_page(request):
         from ..reporting import render
+        from ..reporting.model import LiveReport
 
-        store, run, rep = with_run(request)
-        store.close()
-        if run["kind"] == "live":
+        store, run, _ = with_run(request)
+        try:
+            rep = data.typed_report_of(store, run)
+        finally:
+            store.close()
+        if isinstance(rep, LiveReport):
             from ..reporting.live import render_live
 
             html = render_live(rep, "html")

@@ -10,11 +10,15 @@ from __future__ import annotations
 import difflib
 import json
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
 
-_CACHE: dict[tuple, dict] = {}
+if TYPE_CHECKING:
+    from ..reporting.model import LiveReport, Report
+
+# per run and state: the typed report (what renders it) and its JSON shape (what the pages read)
+_CACHE: dict[tuple, tuple[Report | LiveReport, dict]] = {}
 _SUMMARIES: dict[tuple, dict] = {}
 _LOCK = threading.Lock()
 
@@ -89,7 +93,16 @@ def fixture_counts(run: dict) -> dict[str, int] | None:
 
 
 def report_of(store, run: dict, state: str | None = None) -> dict:
-    """The run's report (frozen or live), built once per state of the run."""
+    """The run's report (frozen or live) as its JSON shape, built once per state of the run."""
+    return _report(store, run, state)[1]
+
+
+def typed_report_of(store, run: dict, state: str | None = None) -> Report | LiveReport:
+    """The same report, typed: what the renderers take."""
+    return _report(store, run, state)[0]
+
+
+def _report(store, run: dict, state: str | None) -> tuple[Report | LiveReport, dict]:
     from ..reporting.summary import build_any
 
     key = (str(store.path), run["run_id"], state or _state(store, run))
@@ -98,9 +111,10 @@ def report_of(store, run: dict, state: str | None = None) -> dict:
     if hit is not None:
         return hit
     rep = build_any(store, run)
+    pair = (rep, rep.as_dict())
     with _LOCK:
-        _CACHE[key] = rep
-    return rep
+        _CACHE[key] = pair
+    return pair
 
 
 def summary_of(store, run: dict) -> dict:
@@ -113,16 +127,16 @@ def summary_of(store, run: dict) -> dict:
     with _LOCK:
         hit = _SUMMARIES.get(key)
     if hit is None:
-        hit = summarize(report_of(store, run, state))
+        hit = summarize(typed_report_of(store, run, state))
         with _LOCK:
             _SUMMARIES[key] = hit
     return hit
 
 
 def claim_line(rep: dict) -> tuple[bool, str]:
-    from ..reporting.summary import summarize
+    from ..reporting.summary import summarize_json
 
-    s = summarize(rep)
+    s = summarize_json(rep)
     return s["licensed"], s["claim"]
 
 

@@ -26,7 +26,7 @@ def test_live_captures_scores_and_reports_beside_frozen(live_project, brain):
     with open_store() as s:
         run = s.get_run(run_id)
         items = {(r["case_id"], r["variant"]): r for r in s.live_items(run_id)}
-        rep = build_live_report(s, run_id)
+        rep = build_live_report(s, run_id).as_dict()
     assert run["kind"] == "live" and run["status"] == "complete"
     assert len(items) == 8
     for (cid, v), it in items.items():
@@ -73,7 +73,7 @@ def test_live_captures_scores_and_reports_beside_frozen(live_project, brain):
     frozen_c, live_c = rep["claims"]["frozen"], rep["claims"]["live"]
     assert frozen_c["run_id"] == fid and frozen_c["statement"].startswith("Given these contexts")
     assert live_c["statement"].startswith("End to end, with retriever bm25@k=2 on corpus tiny-v1")
-    assert rep["claim"] is live_c and frozen_c["statement"] != live_c["statement"]
+    assert rep["claim"] == live_c and frozen_c["statement"] != live_c["statement"]
     rows = {r["metric"]: r for r in rep["frozen_comparison"]}
     pw = rows["pairwise"]
     assert pw["frozen_difference"] == pytest.approx(0.75) and pw["live_difference"] == pytest.approx(0.75)
@@ -120,7 +120,7 @@ def test_endpoint_stopped_mid_run_saves_finished_and_exits_3(live_project, brain
         judged = {j["case_id"] for j in s.judgments(run_id)}
         checked = {c["case_id"] for c in s.checks(run_id)}
         run = s.get_run(run_id)
-        rep = build_live_report(s, run_id)
+        rep = build_live_report(s, run_id).as_dict()
     ok = {k for k, r in items.items() if r["error"] is None}
     assert ok == {(c, v) for c in ("q1", "q2", "q3") for v in "AB"}
     assert items[("q4", "A")]["answer"] is None and "unreachable" in items[("q4", "A")]["error"]
@@ -162,7 +162,7 @@ def test_python_pipeline_targets(live_project, brain, tmp_path, monkeypatch):
     assert res.status == "complete"
     with open_store() as s:
         items = {(r["case_id"], r["variant"]): r for r in s.live_items(res.run_id)}
-        rep = build_live_report(s, res.run_id)
+        rep = build_live_report(s, res.run_id).as_dict()
     assert items[("q1", "A")]["assistant_version"] == "plain-1"
     assert items[("q1", "B")]["answer"].endswith("[c1]")
     assert json.loads(items[("q2", "B")]["scores_json"]) == [2.0, 0.5]
@@ -406,8 +406,8 @@ def test_frozen_vs_live_uses_exactly_the_cases_both_runs_finished(live_project, 
     assert code == 0, err
     run_id = out.strip().splitlines()[-1]
     with open_store() as s:
-        rep = build_live_report(s, run_id)
-        frozen = build_report(s, fid)
+        rep = build_live_report(s, run_id).as_dict()
+        frozen = build_report(s, fid).as_dict()
     cc = rep["frozen_comparison_cases"]
     assert (cc["n"], cc["frozen_only"], cc["live_only"]) == (3, 1, 1)
     shared = ["q1", "q2", "q4"]
@@ -454,7 +454,7 @@ def live_beside_frozen(extra_question: str) -> tuple[str, dict]:
     assert code == 0, err
     run_id = out.strip().splitlines()[-1]
     with open_store() as s:
-        return run_id, build_live_report(s, run_id)
+        return run_id, build_live_report(s, run_id).as_dict()
 
 
 def test_the_live_html_report_is_a_page_with_escaped_text(live_project, brain):

@@ -60,7 +60,7 @@ def test_status_counts_and_report_compatibility(store, tmp_path):
     # the report's judge validation reads the same rows and gets the same kappas
     from abtest.reporting.build import build_report
 
-    rep_val = build_report(store, RUN)["judge_validation"]
+    rep_val = build_report(store, RUN).as_dict()["judge_validation"]
     for j in ("pairwise", "faithfulness", "coverage", "abstention"):
         assert rep_val[j] == pytest.approx(val[j])
     st2 = R.status(store, RUN, min_labels=10, min_kappa=0.3)

@@ -1,0 +1,226 @@
+"""Every sentence a report says in words, written once: Markdown, HTML, the PR comment and the
+view all take them from here, so no two formats can drift apart.
+
+A sentence is a tuple of spans, (style, text) with style "" (plain), "strong" or "code";
+each format renders the spans its own way (and escapes them), so no markup lives here.
+Functions read a report's JSON shape (`model.json_shape`): a report file from another
+version renders too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..fmt import num, pct
+
+Span = tuple[str, str]
+Sentence = tuple[Span, ...]
+
+
+def plain(*parts: str) -> Sentence:
+    return tuple(("", p) for p in parts if p)
+
+
+def strong(text: str) -> Span:
+    return ("strong", text)
+
+
+def code(text: str) -> Span:
+    return ("code", text)
+
+
+def text_of(sentence: Sentence) -> str:
+    """The sentence without emphasis."""
+    return "".join(t for _, t in sentence)
+
+
+def markdown(sentence: Sentence) -> str:
+    marks = {"": "{}", "strong": "**{}**", "code": "`{}`"}
+    return "".join(marks[style].format(t) for style, t in sentence)
+
+
+def _d(x: Any) -> dict:
+    return x if isinstance(x, dict) else {}
+
+
+# --------------------------------------------------------------------------- the claim
+
+
+def claim_heading(claim: dict) -> Sentence:
+    """The claim box's first line: the licensed sentence, or the lead-in to its reasons."""
+    c = _d(claim)
+    if c.get("licensed"):
+        return (strong("Licensed claim:"), ("", f" {c.get('sentence')}"))
+    return (strong("No claim is licensed."), ("", " Why:"))
+
+
+def claim_reasons(claim: dict) -> list[str]:
+    """Why the claim is withheld (empty when licensed)."""
+    c = _d(claim)
+    return [] if c.get("licensed") else [str(x) for x in c.get("reasons") or []]
+
+
+# --------------------------------------------------------------------------- caveats
+
+
+def pipeline_change() -> Sentence:
+    return plain("This is a pipeline change, re-measure end to end; the frozen claim does not "
+                 "apply.")
+
+
+def self_judge(model: Any) -> Sentence:
+    return (("", "The judge is the generator model (self-judging: "), code(str(model)),
+            ("", "): its verdicts on its own answers demonstrate the machinery; they are not "
+                 "evidence."))
+
+
+def withheld(text: Any) -> Sentence:
+    return (strong("No estimate is shown:"), ("", f" {text}."))
+
+
+def length_caveat(caveat: Any) -> Sentence:
+    return (strong("Length caveat:"), ("", f" {caveat}."))
+
+
+def stale_fixture(fx: dict) -> Sentence:
+    return (strong("Stale fixture:"),
+            ("", f" captured {fx.get('captured_at')}, due for re-capture on "
+                 f"{fx.get('next_evaluation_date')}; this run started after that date, so it "
+                 "describes retrieval as it was then (`abtest capture` again, then re-run)."))
+
+
+def draft_golden(gold: dict) -> Sentence:
+    return (strong("Unconfirmed draft golden set:"),
+            ("", f" {gold.get('n_draft')} of {gold.get('n_cases')} questions are model-written "
+                 "drafts not yet confirmed by a person (`abtest golden confirm`)."))
+
+
+# --------------------------------------------------------------------------- summary lines
+
+
+def pairwise_line(pw: dict) -> Sentence:
+    return plain(
+        f"Pairwise (blind, both orders): B won {num(pw.get('b_wins'))}, A won "
+        f"{num(pw.get('a_wins'))}, no preference {num(pw.get('no_preference'))} (of which "
+        f"position-inconsistent {num(pw.get('position_inconsistent'))}); sign test p = "
+        f"{num(pw.get('p_value'))}, Holm p = {num(pw.get('p_holm'))}"
+        + (f" — significant, in {pw['direction']}'s favour" if pw.get("direction") else "")
+        + ".")
+
+
+def gate_line(g: dict) -> Sentence:
+    """'Gate: DECISION — the first three reasons'; the decision is the emphasised span."""
+    reasons = [str(x) for x in g.get("reasons") or []]
+    return (("", "Gate: "), strong(str(g.get("decision"))),
+            ("", f" — {'; '.join(reasons[:3])}" if reasons else ""))
+
+
+def calls_line(calls: dict) -> Sentence:
+    return plain(f"Calls: {calls.get('distinct_calls')} distinct LLM calls "
+                 f"({calls.get('calls_per_case')} per case), {calls.get('provider_attempts')} "
+                 "provider attempts. Frozen result: a claim about generation given these "
+                 "contexts, never an end-to-end effect.")
+
+
+# --------------------------------------------------------------------------- statistical notes
+
+
+def holm_note(r: dict) -> Sentence:
+    holm = _d(r.get("holm"))
+    return plain("Pairwise A/B columns are win rates with ties counted half; abstention columns "
+                 "are rates (lower is better on answerable cases, higher on unanswerable). CIs "
+                 "are unadjusted; Holm family (fixed from the configured judges): "
+                 f"{', '.join(holm.get('family') or []) or 'none'} ({holm.get('rule', 'n/a')}).")
+
+
+def metric_notes(r: dict) -> list[Sentence]:
+    """The notes under the metric table, in reading order: per score metric the dropped
+    pairs, the worst case for one-sided drops, non-inferiority and the detectable effect;
+    abstention's non-inferiority (`judge_notes` follow them)."""
+    m = _d(r.get("metrics"))
+    out: list[Sentence] = []
+    for key in ("faithfulness", "coverage"):
+        mm = _d(m.get(key))
+        if mm.get("n_dropped"):
+            dr = _d(mm.get("dropped"))
+            why = "; ".join(f"{v}: " + ", ".join(f"{k} {n}" for k, n in c.items())
+                            for v, c in _d(dr.get("reasons")).items() if c)
+            out.append(plain(f"{key}: {mm['n_dropped']} pair(s) dropped (no score on A only: "
+                             f"{len(dr.get('a_only') or [])}, on B only: "
+                             f"{len(dr.get('b_only') or [])}, on both: "
+                             f"{len(dr.get('both') or [])}" + (f"; {why}" if why else "") + ")."))
+        bound = _d(mm.get("drop_bound"))
+        if bound.get("imputed_a") or bound.get("imputed_b"):
+            out.append(plain(f"{key}: worst case for the one-sided drops (B = 0 where only B "
+                             "has no score, A = 1 where only A has none): B − A = "
+                             f"{num(bound.get('difference'), signed=True)}, p = "
+                             f"{num(bound.get('p_value'))} — "
+                             f"{'holds' if bound.get('holds') else 'does not hold'}."))
+        ni = _d(mm.get("noninferiority"))
+        if ni:
+            out.append(plain(f"{key} non-inferiority (margin {ni.get('margin')}): "
+                             f"{'holds' if ni.get('holds') else 'not shown'} (lower "
+                             f"{pct(ni.get('conf_level', 0.9))} limit {num(ni.get('ci_low'))})."))
+        mde = _d(mm.get("mde"))
+        if mde and not mm.get("significant"):
+            if mde.get("mde") is None:
+                out.append(plain(f"{key}: not significant; {mde.get('note', 'MDE undefined')}."))
+            else:
+                out.append(plain(
+                    f"{key}: not significant. With N = {mm.get('n')} paired questions, α = "
+                    f"{mde['alpha']:.3f} (Holm-conservative), two-sided, 80% power, the study can "
+                    f"detect a mean difference of ≥ {num(mde['mde'])} (d_z = {num(mde.get('d_z'))}, "
+                    f"sd_d = {num(mm.get('sd_d'))})."))
+    for sub in ("answerable", "unanswerable"):
+        ni = _d(_d(_d(m.get("abstention")).get(sub)).get("noninferiority"))
+        if ni:
+            lim = ni.get("upper") if sub == "answerable" else ni.get("lower")
+            out.append(plain(f"abstention ({sub}) non-inferiority (margin {ni.get('margin')}; "
+                             f"{ni.get('rule')}): {'holds' if ni.get('holds') else 'not shown'} "
+                             f"(limit {num(lim)}; needs at least {ni.get('min_n')} such cases to "
+                             "be able to hold)."))
+    return out
+
+
+def judge_notes(r: dict) -> list[Sentence]:
+    """The pairwise judge's position and length diagnostics, then the extra judges."""
+    pw = _d(_d(r.get("metrics")).get("pairwise"))
+    out: list[Sentence] = []
+    if pw:
+        pc = _d(pw.get("position_consistency"))
+        out.append(plain(f"Judge diagnostics: position consistency {num(pc.get('estimate'))} "
+                         f"(Wilson CI {num(pc.get('ci_low'))}–{num(pc.get('ci_high'))}), "
+                         f"first-position win rate {num(pw.get('first_position_win_rate'))}, "
+                         f"answer length ratio B/A {num(pw.get('length_ratio_b_over_a'), 2)}."))
+        lb = _d(pw.get("length_bias"))
+        if lb:
+            out.append((("", f"Length: of {lb.get('n_decisive')} decisive pairs B's answer was "
+                             f"longer in {lb.get('b_longer')}, shorter in {lb.get('b_shorter')}, "
+                             f"about equal in {lb.get('equal_length')}. "
+                             + (f"Length-controlled B share {num(lb.get('lc_share_b'))} "
+                                f"({num(lb.get('lc_ci_low'))} to {num(lb.get('lc_ci_high'))})."
+                                if lb.get("separable") else
+                                "Preference and length cannot be separated in these data.")),
+                        *(((("", " "), strong(f"{lb['caveat']}."))) if lb.get("caveat") else ())))
+    out += [plain(line) for line in extra_judge_lines(r)]
+    return out
+
+
+def extra_judge_lines(r: dict) -> list[str]:
+    """Judge test-retest noise and the keyword-quality judge (neither enters the claim)."""
+    out = []
+    jn = _d(r.get("judge_noise"))
+    if jn:
+        out.append(f"Judge test-retest: the pairwise judge re-asked {num(jn.get('repeats'))}x on "
+                   f"{num(jn.get('n_items'))} case(s); {num(jn.get('n_comparisons'))} repeated "
+                   f"verdicts agree with the first in {num(jn.get('agreement'))} of them.")
+    kw = _d(r.get("metrics")).get("keywords")
+    if isinstance(kw, dict):
+        s = _d(kw.get("summary"))
+        out.append(f"Search-keyword quality (the captured keywords, the same for A and B): "
+                   f"average {num(s.get('average'))}, median {num(s.get('median'))} over "
+                   f"{num(kw.get('n'))} case(s).")
+    rub = _d(_d(_d(r.get("metrics")).get("conformance")).get("rubric"))
+    if rub.get("note"):
+        out.append(f"Conformance: {rub['note']}")
+    return out

@@ -1,0 +1,43 @@
+"""The one Jinja2 environment every page renders from: the HTML report's and the view's
+templates, the review page, and the macros they share (autoescape on, templates loaded from
+the installed package)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import jinja2
+    from markupsafe import Markup
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    import jinja2
+
+    from ..fmt import interval, num, signed
+    from . import notes
+
+    loader = jinja2.ChoiceLoader([jinja2.PackageLoader("abtest.view", "templates"),
+                                  jinja2.PackageLoader("abtest.reporting", "templates"),
+                                  jinja2.PackageLoader("abtest.review", "assets")])
+    env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(num=num, signed=signed, dash=lambda x, nd=3: num(x, nd, missing="—"))
+    env.globals.update(interval=interval, notes=notes, asset=asset)
+    return env
+
+
+def asset(package: str, name: str) -> Markup:
+    """A CSS or JS file shipped in `package`'s assets/, to inline in a page as it is."""
+    from importlib.resources import files
+
+    from markupsafe import Markup
+
+    return Markup((files(package) / "assets" / name).read_text(encoding="utf-8"))
+
+
+def macro(name: str) -> jinja2.runtime.Macro:
+    """A macro of _macros.html, for a page still assembled in Python (the HTML report)."""
+    return getattr(environment().get_template("_macros.html").module, name)

@@ -1,0 +1,82 @@
+"""Every sentence is written once (abtest.reporting.notes): Markdown, HTML and the PR comment
+show the very words notes.py gives, so the formats cannot drift apart again."""
+
+from __future__ import annotations
+
+import copy
+import html
+import json
+import re
+from pathlib import Path
+
+from abtest.reporting import notes, render
+from fakes import DATA
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _sample() -> dict:
+    return json.loads((DATA / "sample_report.json").read_text(encoding="utf-8"))
+
+
+def _page_text(page: str) -> str:
+    """The HTML's text with tags removed and entities decoded (emphasis tags vanish)."""
+    return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def test_claim_and_reasons_come_from_notes_in_every_format():
+    r = _sample()
+    want = [notes.text_of(notes.claim_heading(r["claim"])), *notes.claim_reasons(r["claim"])]
+    assert want[0] == "No claim is licensed. Why:" and len(want) > 3
+    md, page, gh = (render(r, f) for f in ("md", "html", "github"))
+    assert notes.markdown(notes.claim_heading(r["claim"])) in md
+    assert notes.markdown(notes.claim_heading(r["claim"])) in gh
+    text = _page_text(page)
+    for line in want:
+        assert line in text, line
+        assert f"- {line}" in md or line == want[0]
+
+
+def test_a_licensed_sentence_reads_the_same_everywhere():
+    r = copy.deepcopy(_sample())
+    r["claim"] = {"licensed": True, "reasons": [],
+                  "sentence": "Given these contexts, B is more faithful than A (+0.1)."}
+    line = notes.markdown(notes.claim_heading(r["claim"]))
+    assert line == "**Licensed claim:** Given these contexts, B is more faithful than A (+0.1)."
+    assert line in render(r, "md") and line in render(r, "github")
+    assert notes.text_of(notes.claim_heading(r["claim"])) in _page_text(render(r, "html"))
+
+
+def test_statistical_notes_and_caveats_are_one_text_in_markdown_and_html():
+    r = _sample()
+    sentences = [notes.holm_note(r), *notes.metric_notes(r), *notes.judge_notes(r),
+                 notes.calls_line(r["calls"]), notes.pairwise_line(r["metrics"]["pairwise"])]
+    assert len(sentences) >= 6
+    md, text = render(r, "md"), _page_text(render(r, "html"))
+    for s in sentences:
+        assert notes.markdown(s) in md, notes.text_of(s)
+        assert notes.text_of(s) in text, notes.text_of(s)
+
+
+def test_withheld_estimates_read_the_same_in_all_three():
+    r = copy.deepcopy(_sample())
+    r["estimates_withheld"] = "incomplete run: 2 case(s) unfinished"
+    s = notes.withheld(r["estimates_withheld"])
+    assert notes.markdown(s) in render(r, "md")
+    assert notes.text_of(s) in render(r, "github")
+    assert notes.text_of(s) in _page_text(render(r, "html"))
+
+
+# the modules that carry no markup any more: their pages are templates and asset files
+NO_MARKUP = ["abtest/reporting/notes.py", "abtest/reporting/pages.py",
+             "abtest/reporting/markdown.py", "abtest/reporting/github.py",
+             "abtest/reporting/build.py", "abtest/reporting/model.py",
+             "abtest/reporting/summary.py", "abtest/review/pack.py", "abtest/view/app.py",
+             "abtest/view/data.py", "abtest/view/cases.py", "abtest/cli/report.py"]
+MARKUP = re.compile(r"<(div|table|tr|td|th|ul|li|section|style|script|span|strong|svg|p)\b"
+                    r"|\besc\(|\{\s*[a-z-]+\s*:\s*[^}]*;\s*\}")
+
+
+def test_no_html_css_or_js_in_the_python_that_renders_pages():
+    found = {p: MARKUP.findall((ROOT / p).read_text(encoding="utf-8")) for p in NO_MARKUP}
+    assert {p: f for p, f in found.items() if f} == {}
