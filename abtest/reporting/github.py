@@ -47,15 +47,15 @@ def sentence(s: notes.Sentence, n: int = 300, emphasis: bool = True) -> str:
 
 
 def _metric_rows(m: dict) -> list[list[str]]:
-    rows = []
+    rows: list[tuple[str, dict]] = []
     for key in _METRICS:
         mm = m.get(key)
         if isinstance(mm, dict) and mm.get("n"):
-            rows.append([key, mm])
+            rows.append((key, mm))
     for sub in ("answerable", "unanswerable"):
         mm = (m.get("abstention") or {}).get(sub)
         if isinstance(mm, dict) and mm.get("n"):
-            rows.append([f"abstention ({sub})", mm])
+            rows.append((f"abstention ({sub})", mm))
     return [[name, num(mm.get("n")), num(mm.get("a")), num(mm.get("b")),
              num(mm.get("difference"), signed=True), interval(mm.get("ci_low"), mm.get("ci_high")),
              num(mm.get("p_holm"))] for name, mm in rows]

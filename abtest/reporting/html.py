@@ -321,7 +321,7 @@ def svg_pairwise(pw: dict | None) -> str:
                            f"{esc(n)}</text>")
         out.append("</g>")
         x += w
-    for i, (key, label, n, colour) in enumerate(segs):
+    for i, (_key, label, n, colour) in enumerate(segs):
         lx = x0 + i * (x1 - x0) / len(segs)
         txt = f"{label}: {n}"
         out.append(f'<rect x="{_c(lx)}" y="{y + h + 14}" width="12" height="12" fill="{colour}"/>'

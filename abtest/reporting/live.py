@@ -43,9 +43,9 @@ COMPARED = ("pairwise", "faithfulness", "coverage", "abstention_answerable",
 def _retrieval(finished, questions, chunk_ids, alpha) -> dict:
     from .metrics import context_precision_recall
 
-    prec = {v: {} for v in VARIANTS}
-    rec = {v: {} for v in VARIANTS}
-    excluded = []
+    prec: dict[str, dict[str, float | None]] = {v: {} for v in VARIANTS}
+    rec: dict[str, dict[str, float | None]] = {v: {} for v in VARIANTS}
+    excluded: list[str] = []
     for cid in finished:
         rel = questions[cid].get("relevant_chunk_ids") or []
         if not rel:
@@ -55,7 +55,7 @@ def _retrieval(finished, questions, chunk_ids, alpha) -> dict:
             p, r = context_precision_recall(chunk_ids[(cid, v)], rel)
             prec[v][cid], rec[v][cid] = p, r
     used = [c for c in finished if c not in set(excluded)]
-    out = {}
+    out: dict[str, Any] = {}
     for name, table in (("context_precision", prec), ("context_recall", rec)):
         m = continuous(name, table["A"], table["B"], used, alpha)
         for k in ("summary_a", "summary_b", "sensitivity", "mde"):
@@ -125,7 +125,7 @@ _PAIRWISE_SCORE = {"B": 1.0, "A": 0.0, "tie": 0.5}
 def _case_pair(row: dict, key: str) -> tuple[float, float] | None:
     """One case's (A, B) value of a compared metric, from a report's per-case row."""
     if key == "pairwise":
-        b = _PAIRWISE_SCORE.get(row.get("pairwise"))
+        b = _PAIRWISE_SCORE.get(row.get("pairwise") or "")
         return None if b is None else (1.0 - b, b)
     if key.startswith("abstention_"):
         if bool(row.get("answerable", True) is not False) != (key == "abstention_answerable"):
@@ -164,8 +164,8 @@ def frozen_comparison_rows(frozen: dict, live: dict) -> list[dict]:
     both = [(f_rows[c], l_rows[c]) for c in common_cases(frozen, live)["ids"]]
     rows = []
     for key in COMPARED:
-        pairs = [(_case_pair(fr, key), _case_pair(lr, key)) for fr, lr in both]
-        pairs = [(fp, lp) for fp, lp in pairs if fp is not None and lp is not None]
+        raw = [(_case_pair(fr, key), _case_pair(lr, key)) for fr, lr in both]
+        pairs = [(fp, lp) for fp, lp in raw if fp is not None and lp is not None]
         if not pairs:
             continue
         fa, fb, fd = _means([fp for fp, _ in pairs])
@@ -182,7 +182,7 @@ def frozen_comparison_rows(frozen: dict, live: dict) -> list[dict]:
             verdict = f"not comparable: frozen measured by {fm}, live by {lm}"
         elif abs(fd) <= 1e-12:
             verdict = "no frozen effect to carry over"
-        elif ratio < 0:
+        elif ratio is None or ratio < 0:
             verdict = "reversed end to end"
         elif ratio >= 0.8:
             verdict = "survived"
@@ -238,12 +238,10 @@ def live_claim(report: dict, cfg, frozen: dict | None) -> dict:
     # a judge validated on the frozen run with the same judge model stands for the live run
     val = dict(report["judge_validation"])
     fv = (frozen or {}).get("judge_validation") or {}
-    same_judge = bool(frozen) and frozen["models"]["judge"]["requested"] == \
-        report["models"]["judge"]["requested"]
-    for j in CLAIM_JUDGES:
-        if not (val.get(j) or {}).get("validated") and (fv.get(j) or {}).get("validated") \
-                and same_judge:
-            val[j] = {**fv[j], "source": f"frozen run {frozen['run_id']}"}
+    if frozen and frozen["models"]["judge"]["requested"] == report["models"]["judge"]["requested"]:
+        for j in CLAIM_JUDGES:
+            if not (val.get(j) or {}).get("validated") and (fv.get(j) or {}).get("validated"):
+                val[j] = {**fv[j], "source": f"frozen run {frozen['run_id']}"}
     if report["status"] == "complete":
         for j in CLAIM_JUDGES:
             if j in (report.get("judges") or CLAIM_JUDGES) and not val[j]["validated"]:

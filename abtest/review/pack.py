@@ -172,7 +172,7 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
         if (c["verdict"] is None or not (c["claim"] or "").strip() or c["case_id"] not in cases
                 or not answer(c["case_id"], c["variant"])):
             continue
-        claim_pools[claim_label(c["verdict"])].append(c)
+        claim_pools[claim_label(c["verdict"]) or ""].append(c)
     cl_sample = stratified(claim_pools, n, f"{base}:claims")
     cov_pools: dict[str, list] = defaultdict(list)
     abs_pools: dict[str, list] = defaultdict(list)

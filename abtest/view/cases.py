@@ -66,7 +66,7 @@ class Query:
                    sort=sort if sort in COLUMNS else DEFAULT_SORT, desc=one("dir") == "desc")
 
     def pairs(self, **over: Any) -> list[tuple[str, str]]:
-        st = {"only": self.only, **self.select, "q": self.q, "sort": self.sort,
+        st: dict[str, Any] = {"only": self.only, **self.select, "q": self.q, "sort": self.sort,
               "dir": "desc" if self.desc else ""}
         st.update(over)
         out: list[tuple[str, str]] = [("only", f) for f in st.pop("only") or []]
@@ -96,7 +96,7 @@ def _key(x: Any) -> float | None:
     return None if x is None else round(float(x), 6)
 
 
-def _yes(x: bool) -> str:
+def _yes(x: Any) -> str:
     return "yes" if x else "no"
 
 

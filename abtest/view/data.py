@@ -284,9 +284,11 @@ def case_detail(store, run: dict, rep: dict, case_id: str) -> dict[str, Any]:
         raise UserError(f"case {case_id!r} is not in run {run['run_id']}")
     live = run["kind"] == "live"
     rows = store.case_rows(run["run_id"], case_id, live=live)
+    case: dict[str, Any] | None
     if live:  # each variant's answer and the chunks its own retrieval returned
         gens = {it["variant"]: it for it in rows["live_items"]}
-        case = {"question": row.get("question"), "context": []}
+        context: list[dict[str, Any]] = []
+        case = {"question": row.get("question"), "context": context}
         seen: dict[str, dict] = {}
         for v in ("A", "B"):
             try:
@@ -298,12 +300,12 @@ def case_detail(store, run: dict, rep: dict, case_id: str) -> dict[str, Any]:
                     cid = str(ch["id"])
                     if cid not in seen:
                         seen[cid] = {"id": cid, "text": ch.get("text"), "by": []}
-                        case["context"].append(seen[cid])
+                        context.append(seen[cid])
                     seen[cid]["by"].append(v)
     else:
         case = _fixture_case(run, case_id)
         gens = {g["variant"]: g for g in rows["generations"]}
-    claims = {"A": [], "B": []}
+    claims: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
     for c in rows["claims"]:
         claims.setdefault(c["variant"], []).append(
             {"text": c["claim"], "verdict": c["verdict"] or "unjudged", "chunk": c["chunk_id"]})
@@ -326,7 +328,7 @@ def case_detail(store, run: dict, rep: dict, case_id: str) -> dict[str, Any]:
             pairwise.append({"order": order, "verdict": j["verdict"], "margin": j.get("margin"),
                              "rationale": j.get("rationale") or _result(j).get("rationale") or "",
                              "error": j.get("error")})
-    checks = {"A": [], "B": []}
+    checks: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
     for c in rows["checks"]:
         checks.setdefault(c["variant"], []).append(
             {"name": c["name"], "passed": c["passed"], "detail": c.get("detail") or ""})
@@ -355,7 +357,7 @@ def case_detail(store, run: dict, rep: dict, case_id: str) -> dict[str, Any]:
     prompt = {v: _messages_text((gens.get(v) or {}).get("messages_json")) for v in ("A", "B")}
     chunks = [{"id": ch.get("id"), "text": ch.get("text"), "by": ch.get("by") or []}
               for ch in (case or {}).get("context", [])]
-    cited = {ch["id"]: [] for ch in chunks}
+    cited: dict[Any, list[Any]] = {ch["id"]: [] for ch in chunks}
     for v in ("A", "B"):
         for i, c in enumerate(claims.get(v, [])):
             if c["chunk"] in cited:

@@ -14,6 +14,10 @@ import threading
 import time
 import weakref
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 IDLE_S = 1.0
 _HOLDERS: "weakref.WeakSet[Holder]" = weakref.WeakSet()
@@ -30,8 +34,9 @@ def _let_go_at_exit() -> None:
 class Borrowed:
     """The held store, lent for one request: `close()` gives it back."""
 
-    def __init__(self, holder: "Holder", store):
-        self._holder, self._store = holder, store
+    def __init__(self, holder: Holder | _Own, store: Store | None):
+        self._holder = holder
+        self._store: Store | None = store
 
     def __getattr__(self, name):
         return getattr(self._store, name)
@@ -48,7 +53,7 @@ class Holder:
 
         self.path, self.flag = Path(path), wait_flag(Path(path))
         self._lock = threading.Lock()
-        self._store = None
+        self._store: Store | None = None
         self._users = 0
         self._last = 0.0
         self._watcher: threading.Thread | None = None
