@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 PROMPT_NAME = "suggest_v1"
 MAX_LOW_ITEMS = 8
 MAX_TEXT = 400
-LOW_FAITHFULNESS = 0.85
 
 
 class Suggestion(BaseModel):
@@ -66,8 +65,9 @@ def _cut(text: Any, n: int = MAX_TEXT) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def low_items(report: dict, side: str) -> list[dict]:
-    """Cases where variant `side` ('A' or 'B') did badly, worst first."""
+def low_items(report: dict, side: str, threshold: float) -> list[dict]:
+    """Cases where variant `side` ('A' or 'B') did badly, worst first; faithfulness is low
+    below the run's incident threshold (gates.incident_faithfulness)."""
     v, o = side.lower(), ("a" if side == "B" else "b")
     out = []
     for row in report.get("per_case") or []:
@@ -77,7 +77,7 @@ def low_items(report: dict, side: str) -> list[dict]:
         if row.get("pairwise") == ("A" if side == "B" else "B"):
             problems.append(f"lost the pairwise comparison to {o.upper()} in both orders")
         f = row.get(f"faithfulness_{v}")
-        if f is not None and f < LOW_FAITHFULNESS:
+        if f is not None and f < threshold:
             problems.append(f"faithfulness {f:.2f} (claims not supported by the context)")
         c = row.get(f"coverage_{v}")
         if c is not None and c < 0.5:
@@ -98,7 +98,7 @@ def low_items(report: dict, side: str) -> list[dict]:
     return out[:MAX_LOW_ITEMS]
 
 
-def results_text(report: dict, side: str) -> str:
+def results_text(report: dict, side: str, threshold: float) -> str:
     """A compact, bounded summary of what went wrong with variant `side`."""
     m = report.get("metrics") or {}
     other = "A" if side == "B" else "B"
@@ -151,7 +151,7 @@ def results_text(report: dict, side: str) -> str:
             uns = "; ".join(_cut(u["claim"], 150) for u in i.get("unsupported") or [])
             lines.append(f"- case {i['case_id']}: question: {_cut(i.get('question'), 200)} | answer: "
                          f"{_cut(i.get('answer'))} | unsupported: {uns or 'n/a'}")
-    low = low_items(report, side)
+    low = low_items(report, side, threshold)
     if low:
         lines.append(f"Low cases for variant {side} (at most {MAX_LOW_ITEMS}):")
         for r in low:
@@ -268,7 +268,7 @@ def suggest_edits(lc, store: Store, run_id: str, *, variant: str = "B",
     from .judges.common import load_prompt, neutralise
     from .llm import check_credentials
     from .reporting import build_report
-    from .runs import check_fixture_unchanged, load_run
+    from .runs import check_fixture_unchanged, load_run, run_config
     from .variants import load_variant, unified_diff
 
     run = load_run(store, run_id)
@@ -300,9 +300,10 @@ def suggest_edits(lc, store: Store, run_id: str, *, variant: str = "B",
                           max_retries=lc.config.max_retries, backoff_base_s=lc.config.retry_backoff_s)
     # The templates are the text being edited: sent as written (their <tags> must survive);
     # only the evaluation data, which holds model answers, is neutralised.
+    results = results_text(report, side, run_config(run).gates.incident_faithfulness)
     content = Template(prompt.text).substitute(system=base.variant.system.rstrip("\n"),
                                                user=base.variant.user.rstrip("\n"),
-                                               results=neutralise(results_text(report, side)))
+                                               results=neutralise(results))
     messages = [{"role": "user", "content": content}]
     if progress:
         progress(f"asking {spec.model} for edits to variant {side} ({base.name}) of run {run_id}")

@@ -186,7 +186,7 @@ def _build_report(store, run_id: str, config=None) -> dict:
     report["taxonomy"], report["remediation"] = _taxonomy(report, finished, jv, chk_by, cases,
                                                           cfg.gates.incident_faithfulness)
     report["per_case"] = _per_case(all_ids, finished, cases, gen_by, jv, outcomes, chk_by,
-                                   errors_by_case)
+                                   errors_by_case, cfg.gates.incident_faithfulness)
     report["flipped"] = [r["case_id"] for r in report["per_case"] if r.get("flipped")]
     from ..gate import evaluate_gate
 
@@ -422,7 +422,11 @@ def _prompt_diff(pair: tuple[str, str, str] | None) -> dict | None:
             "diff": unified_diff(messages_text(a), messages_text(b), "A", "B")}
 
 
-def _per_case(all_ids, finished, cases, gen_by, jv, outcomes, chk_by, errors_by_case):
+def _per_case(all_ids, finished, cases, gen_by, jv, outcomes, chk_by, errors_by_case,
+              threshold: float):
+    """One row per case; a case flipped when A's and B's faithfulness fall on different sides
+    of the incident threshold (the gate's, so a flip and an incident agree) or B newly fails a
+    check."""
     rows = []
     fin = set(finished)
     # per variant: (row key, judge's map) for the score judges that ran, then abstention
@@ -454,7 +458,8 @@ def _per_case(all_ids, finished, cases, gen_by, jv, outcomes, chk_by, errors_by_
             row["pairwise_ba"] = (ba or {}).get("verdict")
             row["pairwise"] = outcomes.get(cid)
         fa, fb = row.get("faithfulness_a"), row.get("faithfulness_b")
-        row["flipped"] = bool(fa is not None and fb is not None and (fa >= 0.85) != (fb >= 0.85))
+        row["flipped"] = bool(fa is not None and fb is not None
+                              and (fa >= threshold) != (fb >= threshold))
         if cid in fin:
             newly = set(row["checks_failed_b"]) - set(row["checks_failed_a"])
             row["flipped"] = row["flipped"] or bool(newly)

@@ -416,10 +416,13 @@ def compare(store, run1: str, run2: str) -> dict:
     pairwise outcome or faithfulness verdict changed."""
     from ..history import compare_runs
     from ..reporting.metrics import metric_at
-    from ..runs import load_run
+    from ..runs import load_run, run_config
 
-    reps = [report_of(store, load_run(store, r)) for r in (run1, run2)]
+    runs = [load_run(store, r) for r in (run1, run2)]
+    reps = [report_of(store, run) for run in runs]
     cmp = compare_runs(store, run1, run2, reports=(reps[0], reps[1]))
+    # a verdict change: B's faithfulness on different sides of each run's incident threshold
+    t1, t2 = (run_config(run).gates.incident_faithfulness for run in runs)
     rows = []
     for key, label in COMPARED:
         m1, m2 = (metric_at(r.get("metrics") or {}, key) or {} for r in reps)
@@ -431,7 +434,7 @@ def compare(store, run1: str, run2: str) -> dict:
                      "sig1": m1.get("significant"), "sig2": m2.get("significant")})
     changed = [c for c in cmp["cases"] if c["flipped"] or (
         c["faithfulness_b_1"] is not None and c["faithfulness_b_2"] is not None
-        and (c["faithfulness_b_1"] >= 0.85) != (c["faithfulness_b_2"] >= 0.85))]
+        and (c["faithfulness_b_1"] >= t1) != (c["faithfulness_b_2"] >= t2))]
     return {**cmp, "metrics": rows, "changed": changed,
             "claims": [claim_line(r) for r in reps]}
 

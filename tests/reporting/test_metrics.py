@@ -350,6 +350,23 @@ def test_incident_threshold_is_strict():
     assert [(i["case_id"], i["variant"]) for i in inc] == [("q2", "A")]
 
 
+def test_a_flip_is_a_crossing_of_the_configured_incident_threshold():
+    """A case flips when A and B fall on different sides of gates.incident_faithfulness, the
+    threshold incidents use, not a fixed 0.85."""
+    from abtest.reporting.build import _per_case
+
+    jv = {("faithfulness", "A"): {"q1": {"score": 0.7}, "q2": {"score": 0.5}},
+          ("faithfulness", "B"): {"q1": {"score": 0.9}, "q2": {"score": 0.55}}}
+
+    def flipped(threshold: float) -> list[str]:
+        rows = _per_case(["q1", "q2"], ["q1", "q2"], {}, {}, jv, {}, {}, {}, threshold)
+        return [r["case_id"] for r in rows if r["flipped"]]
+
+    assert flipped(0.85) == ["q1"]          # 0.7 below, 0.9 above
+    assert flipped(0.6) == []               # both q1 values above, both q2 values below
+    assert flipped(0.52) == ["q2"]          # 0.5 below, 0.55 above; q1 above on both sides
+
+
 def test_length_caveat_needs_a_favoured_side_that_was_longer_more_often():
     """Ties are nobody's: equal wins favour no side, and a side longer in as many pairs as it
     was shorter was not 'the longer one'; lengths within 5 % (of at least 1) are equal."""
