@@ -518,7 +518,7 @@ def render_live_markdown(report: LiveReport) -> str:
     add("")
     if r.get("estimates_withheld"):
         add("_No estimate is shown for an incomplete live run: finished questions are listed "
-            "below; `abtest live … --resume` continues._")
+            f"below; `abtest live … --run-id {r['run_id']} --resume` continues._")
         add("")
     from .markdown import judge_validation_md
 

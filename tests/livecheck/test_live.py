@@ -134,6 +134,10 @@ def test_endpoint_stopped_mid_run_saves_finished_and_exits_3(live_project, brain
     assert rep["claim"]["licensed"] is False and "incomplete live run" in rep["claim"]["statement"]
     q4 = next(r for r in rep["per_case"] if r["case_id"] == "q4")
     assert q4["finished"] is False and "faithfulness_a" not in q4
+    # the report and the command's last line name the run to resume, not a generic hint
+    assert f"--run-id {run_id} --resume" in err
+    md = CliRunner().invoke(cli, ["report", run_id, "--format", "md"])
+    assert f"--run-id {run_id} --resume" in md.output, md.output
 
 
 def test_python_pipeline_targets(live_project, brain, tmp_path, monkeypatch):
