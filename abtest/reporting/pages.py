@@ -17,7 +17,7 @@ def environment() -> jinja2.Environment:
     import jinja2
 
     from ..fmt import interval, num, signed
-    from . import html as figures, notes
+    from . import figures, notes
 
     loader = jinja2.ChoiceLoader([jinja2.PackageLoader("abtest.view", "templates"),
                                   jinja2.PackageLoader("abtest.reporting", "templates"),

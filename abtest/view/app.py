@@ -183,23 +183,15 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
                             headers={"Cache-Control": "no-store"})
 
     async def report_page(request):
-        from ..reporting import render
-        from ..reporting.model import LiveReport
+        from ..reporting.html import render_within
 
         store, run, _ = with_run(request)
         try:
             rep = data.typed_report_of(store, run)
         finally:
             store.close()
-        if isinstance(rep, LiveReport):
-            from ..reporting.live import render_live
-
-            html = render_live(rep, "html")
-        else:
-            html = render(rep, "html")
         # the report as `abtest report --format html` writes it, with a way back to the view
-        back = env.get_template("report_back.html").render(run=run)
-        return HTMLResponse(html.replace("<main>", "<main>" + back, 1))
+        return HTMLResponse(render_within("report_back.html", rep, run=run))
 
     async def cases(request):
         from . import cases as listing
