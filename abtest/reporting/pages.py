@@ -17,15 +17,16 @@ def environment() -> jinja2.Environment:
     import jinja2
 
     from ..fmt import interval, num, signed
-    from . import notes
+    from . import figures, notes
 
     loader = jinja2.ChoiceLoader([jinja2.PackageLoader("abtest.view", "templates"),
                                   jinja2.PackageLoader("abtest.reporting", "templates"),
                                   jinja2.PackageLoader("abtest.review", "assets")])
     env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(num=num, signed=signed, dash=lambda x, nd=3: num(x, nd, missing="—"))
-    env.globals.update(interval=interval, notes=notes, asset=asset)
+    env.filters.update(num=num, signed=signed, dash=lambda x, nd=3: num(x, nd, missing="—"),
+                       na=lambda x: "n/a" if x is None else x, coord=lambda x: f"{x:.1f}")
+    env.globals.update(interval=interval, notes=notes, asset=asset, figures=figures)
     return env
 
 
@@ -36,8 +37,3 @@ def asset(package: str, name: str) -> Markup:
     from markupsafe import Markup
 
     return Markup((files(package) / "assets" / name).read_text(encoding="utf-8"))
-
-
-def macro(name: str) -> jinja2.runtime.Macro:
-    """A macro of _macros.html, for a page still assembled in Python (the HTML report)."""
-    return getattr(environment().get_template("_macros.html").module, name)

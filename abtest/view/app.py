@@ -147,30 +147,22 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
         return HTMLResponse(env.get_template("runs_row.html").render(r=r))
 
     async def run_page(request):
-        from markupsafe import Markup
-
         from ..reporting import incidents
-        from ..reporting.html import checks_section, live_sections, metrics_section
         from ..runs import run_config
 
         run, prog, rep = run_and_progress(request)
-        licensed, claim, sections, inc = False, "", {}, {}
+        licensed, claim, inc = False, "", {}
         if rep is not None:
             licensed, claim = data.claim_line(rep)
             inc = {v: incidents.of(rep, v) for v in ("B", "A")}
-        if rep is not None and prog["state"] == "complete":
-            # the report's own sections (escaped by its renderer): one rendering of the figures
-            if run["kind"] == "live":
-                sections = {"metrics": Markup("".join(live_sections(rep))), "checks": ""}
-            else:
-                sections = {"metrics": Markup(metrics_section(rep)),
-                            "checks": Markup(checks_section(rep.get("metrics") or {}))}
         try:
             threshold = run_config(run).gates.incident_faithfulness
         except Exception:  # a run stored by an older abtest: the report says it in words
             threshold = None
+        # a complete run shows the report's own sections (its macros): one rendering of the
+        # figures
         return page("run.html", run=run, rep=rep, prog=prog, licensed=licensed, claim=claim,
-                    sections=sections, incidents=inc, threshold=threshold,
+                    incidents=inc, threshold=threshold,
                     fixture=data.fixture_counts(run) if rep is None else None)
 
     async def progress(request):
@@ -191,23 +183,15 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
                             headers={"Cache-Control": "no-store"})
 
     async def report_page(request):
-        from ..reporting import render
-        from ..reporting.model import LiveReport
+        from ..reporting.html import render_within
 
         store, run, _ = with_run(request)
         try:
             rep = data.typed_report_of(store, run)
         finally:
             store.close()
-        if isinstance(rep, LiveReport):
-            from ..reporting.live import render_live
-
-            html = render_live(rep, "html")
-        else:
-            html = render(rep, "html")
         # the report as `abtest report --format html` writes it, with a way back to the view
-        back = env.get_template("report_back.html").render(run=run)
-        return HTMLResponse(html.replace("<main>", "<main>" + back, 1))
+        return HTMLResponse(render_within("report_back.html", rep, run=run))
 
     async def cases(request):
         from . import cases as listing

@@ -160,13 +160,15 @@ def test_scatter_ticks_name_their_gridlines_and_every_dot_is_whole(tmp_path):
 
 def test_intervals_round_through_the_one_formatter():
     from abtest.fmt import interval
-    from abtest.reporting.html import judge_validation_html
+    from abtest.reporting.pages import environment
+
+    judge_validation = environment().get_template("_macros.html").module.judge_validation
 
     assert interval(-1.8e-09, 1.8e-09) == "[0.000, 0.000]"
     assert interval(-0.00004, 0.25) == "[0.000, 0.250]"
-    html = judge_validation_html({"faithfulness": {"n_labels": 40, "kappa": 1.0,
-                                                   "ci_low": -1.8e-09, "ci_high": 1.8e-09,
-                                                   "validated": False, "reason": "r"}})
+    html = judge_validation({"faithfulness": {"n_labels": 40, "kappa": 1.0,
+                                              "ci_low": -1.8e-09, "ci_high": 1.8e-09,
+                                              "validated": False, "reason": "r"}})
     assert "[0.000, 0.000]" in html and "e-09" not in html
 
 
