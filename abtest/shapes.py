@@ -199,7 +199,7 @@ class Gates(Strict):
     context_recall: float = 0.75
     out_of_scope: float = 1.0
     citation_accuracy: float = 0.90
-    p95_latency_ms: float = 5000
+    p95_latency_ms: float = 5000.0
     incident_faithfulness: float = 0.85
 
 

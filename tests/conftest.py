@@ -17,6 +17,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 os.environ["LITELLM_OFFLINE_MODE"] = "true"
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 os.environ["LITELLM_MODE"] = "PRODUCTION"
+# every report the suite builds (in-process or in an `abtest` subprocess) proves that its JSON
+# shape is its model's dump (abtest.reporting.model._checked)
+os.environ["ABTEST_CHECK_REPORT_SHAPE"] = "1"
 for _k in list(os.environ):
     if _k.endswith("_API_KEY") or _k in ("OPENAI_API_BASE", "OPENAI_BASE_URL"):
         del os.environ[_k]

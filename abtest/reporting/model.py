@@ -7,44 +7,40 @@ Readers go the other way: `Report.model_validate_json(text)` gives typed access 
 report file, and keys a newer abtest adds are kept (the contract says more keys are
 welcome), never refused. `report_schema()` is the JSON Schema published in
 docs/report.schema.json.
+
+Models are frozen, and a whole report keeps the JSON shape it was validated from: renderers
+read that (`json_shape`), so a report is dumped at most once, never once per format.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Literal, Optional, TypeVar
 
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler,
-                      ValidatorFunctionWrapHandler, model_serializer, model_validator)
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo,
+                      ValidatorFunctionWrapHandler, model_validator)
 
 Num = Optional[float]
-_M = TypeVar("_M", bound=BaseModel)
+_M = TypeVar("_M", bound="_Part")
 
 
 class _Part(BaseModel):
     # readers keep unknown keys (`undeclared` lists them for the builder's own check);
-    # strict: "yes" is not a boolean nor "5" a count
-    model_config = ConfigDict(extra="allow", strict=True)
-    # the keys in the order they came: a report written again keeps its JSON byte for byte
-    _order: tuple[str, ...] = PrivateAttr(default=())
+    # strict: "yes" is not a boolean nor "5" a count; frozen: a report, once read or built,
+    # is what every renderer shows (its JSON shape is taken once, see json_shape)
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
 
-    @model_validator(mode="wrap")
-    @classmethod
-    def _keep_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        part = handler(data)
-        if isinstance(data, dict) and isinstance(part, _Part):
-            part._order = tuple(data)
-        return part
-
-    @model_serializer(mode="wrap")
-    def _in_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out = handler(self)
-        if not self._order or not isinstance(out, dict):
-            return out
-        first = {k: out[k] for k in self._order if k in out}
-        return first | {k: v for k, v in out.items() if k not in first}
+    @model_validator(mode="after")
+    def _note_undeclared(self, info: ValidationInfo) -> Any:
+        # the builder's own check (_checked) learns here, where each part passes anyway, that
+        # some part has a key no model declares, rather than walking 100,000 nodes after
+        if self.__pydantic_extra__ and isinstance(info.context, dict):
+            info.context["undeclared"] = True
+        return self
 
     def as_dict(self) -> dict[str, Any]:
-        """The plain JSON shape this part was validated from (unset defaults left out)."""
+        """The plain JSON shape this part was validated from (unset defaults left out), a new
+        copy each call: renderers share one through json_shape."""
         return self.model_dump(exclude_unset=True)
 
 
@@ -519,7 +515,21 @@ class Gate(_Part):
 
 # --------------------------------------------------------------------------- the report
 
-class Report(_Part):
+class _Whole(_Part):
+    """A whole report: it keeps the JSON shape it was validated from (json_shape)."""
+
+    _shape: Optional[dict] = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_shape(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        whole = handler(data)
+        if isinstance(data, dict) and isinstance(whole, _Whole):
+            whole._shape = data  # a report file shown again is the file, key order and all
+        return whole
+
+
+class Report(_Whole):
     """`abtest report RUN --format json`, key for key and in this order."""
 
     schema_version: int
@@ -708,7 +718,7 @@ class FrozenComparisonRow(_Part):
     measure: Optional[str]
 
 
-class LiveReport(_Part):
+class LiveReport(_Whole):
     """`abtest report LIVE_RUN --format json`: the frozen report's top-level keys, the live
     run's own (golden questions, targets, versions, retrieval and latency) and both claims."""
 
@@ -775,24 +785,71 @@ _BRANCHES = (BaseModel, dict, list)
 def validate_report(report: dict) -> Report:
     """The report as built, checked against the contract: a type mismatch or a key the models
     do not declare is the builder's bug, raised here before the report is shown."""
-    return _checked(Report.model_validate(report))
+    return _checked(Report, report)
 
 
 def validate_live_report(report: dict) -> LiveReport:
     """The live report as built, checked the same way."""
-    return _checked(LiveReport.model_validate(report))
+    return _checked(LiveReport, report)
 
 
-def _checked(model: _M) -> _M:
-    extra = undeclared(model)
-    if extra:
+# set (tests/conftest.py sets it) to prove, on every report built, what _checked relies on
+CHECK_SHAPE = "ABTEST_CHECK_REPORT_SHAPE"
+
+
+def _checked(cls: type[_M], built: dict) -> _M:
+    context: dict = {}
+    model = cls.model_validate(built, context=context)
+    if context.get("undeclared"):
+        extra = undeclared(model)
         raise ValueError(f"report keys not in abtest.reporting.model: {', '.join(extra[:10])}")
+    # Renderers read the dict that was built (the model keeps it: _Whole), not a dump of the
+    # model, which would cost ~0.5 s per rendering at 10,000 cases. The two are the same
+    # document because the builder writes each value in its contract type (a float where a
+    # float is due: strict validation would turn an int into one) and declares every key
+    # (just checked); every report the test suite builds proves it (CHECK_SHAPE). Only the
+    # order of keys may differ (a dump follows the models, the JSON the builder).
+    if os.environ.get(CHECK_SHAPE):
+        where = shape_difference(built, model.as_dict(), ordered=False)
+        if where:
+            raise AssertionError(f"the built report differs from its model's dump at {where}")
     return model
+
+
+def shape_difference(a: Any, b: Any, path: str = "", ordered: bool = True) -> str | None:
+    """Where two JSON shapes first differ, in value, type (1 is not 1.0 in a report file) or
+    key order (unless not `ordered`); None when they are the same document."""
+    if type(a) is not type(b):
+        return f"{path or '.'} ({type(a).__name__} vs {type(b).__name__})"
+    if isinstance(a, dict):
+        if (list(a) != list(b)) if ordered else (a.keys() != b.keys()):
+            return f"{path or '.'} (keys {list(a)} vs {list(b)})"
+        for k in a:
+            where = shape_difference(a[k], b[k], f"{path}.{k}", ordered)
+            if where:
+                return where
+        return None
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return f"{path or '.'} (length {len(a)} vs {len(b)})"
+        for i, (x, y) in enumerate(zip(a, b)):
+            where = shape_difference(x, y, f"{path}[{i}]", ordered)
+            if where:
+                return where
+        return None
+    same = a == b or (isinstance(a, float) and a != a and b != b)  # NaN is itself here
+    return None if same else f"{path or '.'} ({a!r} vs {b!r})"
 
 
 def json_shape(report: Report | LiveReport | dict) -> dict:
     """What a renderer reads: a built report's JSON shape, or a report file's JSON as loaded
-    (renderers show whatever a file holds, even keys and values this version would refuse)."""
+    (renderers show whatever a file holds, even keys and values this version would refuse).
+    A model's shape is taken once and shared by every rendering: read it, never change it
+    (`as_dict()` gives a copy to change)."""
+    if isinstance(report, _Whole):
+        if report._shape is None:
+            report._shape = report.as_dict()
+        return report._shape
     return report.as_dict() if isinstance(report, _Part) else report
 
 

@@ -23,11 +23,31 @@ def environment() -> jinja2.Environment:
                                   jinja2.PackageLoader("abtest.reporting", "templates"),
                                   jinja2.PackageLoader("abtest.review", "assets")])
     env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True)
+                             trim_blocks=True, lstrip_blocks=True, bytecode_cache=_compiled())
     env.filters.update(num=num, signed=signed, dash=lambda x, nd=3: num(x, nd, missing="—"),
                        na=lambda x: "n/a" if x is None else x, coord=lambda x: f"{x:.1f}")
     env.globals.update(interval=interval, notes=notes, asset=asset, figures=figures)
     return env
+
+
+def _compiled() -> jinja2.BytecodeCache | None:
+    """Compiled templates kept between processes: Jinja's own cache, in a directory only the
+    user can write under the temporary directory, each entry checked against its template's
+    source. Compiling the report's templates costs as much as rendering a 1,000-case report;
+    where no such directory can be had (or written), templates are compiled each time."""
+    import jinja2
+
+    class Cache(jinja2.FileSystemBytecodeCache):
+        def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            try:
+                super().dump_bytecode(bucket)
+            except OSError:  # a read-only or full disk costs the next process a compile
+                pass
+
+    try:
+        return Cache()
+    except (OSError, RuntimeError):  # RuntimeError: no directory of the user's own
+        return None
 
 
 def asset(package: str, name: str) -> Markup:

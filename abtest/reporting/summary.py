@@ -29,7 +29,9 @@ def summarize(report: Report | LiveReport) -> dict[str, Any]:
     """The claim line (licensed sentence, or the first reason it is withheld, and all of
     them), the gate, and who won: the pairwise counts and faithfulness B − A with its CI
     (None when not measured, as for any incomplete run)."""
-    return summarize_json(report.as_dict())
+    from .model import json_shape
+
+    return summarize_json(json_shape(report))
 
 
 def summarize_json(rep: dict) -> dict[str, Any]:

@@ -103,6 +103,7 @@ def typed_report_of(store, run: dict, state: str | None = None) -> Report | Live
 
 
 def _report(store, run: dict, state: str | None) -> tuple[Report | LiveReport, dict]:
+    from ..reporting.model import json_shape
     from ..reporting.summary import build_any
 
     key = (str(store.path), run["run_id"], state or _state(store, run))
@@ -111,7 +112,7 @@ def _report(store, run: dict, state: str | None) -> tuple[Report | LiveReport, d
     if hit is not None:
         return hit
     rep = build_any(store, run)
-    pair = (rep, rep.as_dict())
+    pair = (rep, json_shape(rep))  # shared, read-only
     with _LOCK:
         _CACHE[key] = pair
     return pair

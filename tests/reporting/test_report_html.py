@@ -13,6 +13,7 @@ import json
 import re
 import subprocess
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -350,3 +351,42 @@ def test_screenshot_script(page, tmp_path):
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1200, 2400)
+
+
+def test_compiled_templates_are_kept_and_a_cache_that_cannot_be_kept_costs_only_a_compile(
+        monkeypatch, tmp_path):
+    """Jinja's bytecode cache (reporting.pages._compiled) saves each later process the
+    templates' compile; a temporary directory that is not the user's own, or a disk that
+    cannot be written, must never stop a report."""
+    import tempfile
+
+    import jinja2
+
+    from abtest.reporting import pages
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    cache = pages._compiled()
+    assert cache is not None and cache.directory.startswith(str(tmp_path))
+    env = jinja2.Environment(loader=jinja2.DictLoader({"t": "{{ x }}!"}), bytecode_cache=cache,
+                             autoescape=True)
+    assert env.get_template("t").render(x="<b>") == "&lt;b&gt;!"
+    kept = list(Path(cache.directory).glob("__jinja2_*.cache"))
+    assert len(kept) == 1
+    fresh = jinja2.Environment(loader=jinja2.DictLoader({"t": "{{ x }}!"}), bytecode_cache=cache,
+                               autoescape=True)
+    seen = []
+    monkeypatch.setattr(fresh, "_compile", lambda *a: seen.append(a) or None)
+    assert fresh.get_template("t").render(x="y") == "y!" and not seen  # loaded, not compiled
+
+    def unwritable(*a, **k):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", unwritable)
+    other = jinja2.Environment(loader=jinja2.DictLoader({"u": "{{ x }}?"}), bytecode_cache=cache)
+    assert other.get_template("u").render(x=1) == "1?"
+
+    def not_own(self):
+        raise RuntimeError("Cannot determine safe temp directory.")
+
+    monkeypatch.setattr(jinja2.FileSystemBytecodeCache, "_get_default_cache_dir", not_own)
+    assert pages._compiled() is None

@@ -72,3 +72,37 @@ def test_the_published_schema_is_the_models():
         "docs/report.schema.json is stale: regenerate it with "
         "python -c 'import json; from abtest.reporting.model import report_schema; "
         "print(json.dumps(report_schema(), indent=2))' > docs/report.schema.json")
+
+
+def test_a_built_reports_shape_is_the_dict_it_was_built_from_and_the_suite_proves_it(monkeypatch):
+    """Renderers read the dict the builder made (no dump per rendering); that is only right
+    while the builder writes each value in its contract type, which the suite's
+    ABTEST_CHECK_REPORT_SHAPE checks on every report it builds: an int in a float field
+    would be written 1.0 by the model and 1 from the dict."""
+    from abtest.reporting.model import CHECK_SHAPE, json_shape, shape_difference
+
+    r = copy.deepcopy(SAMPLE)
+    monkeypatch.setenv(CHECK_SHAPE, "1")
+    assert json_shape(validate_report(r)) is r
+    r["metrics"]["faithfulness"]["a"] = 1  # the model makes it 1.0
+    with pytest.raises(AssertionError, match=r"metrics\.faithfulness\.a \(int vs float\)"):
+        validate_report(r)
+    monkeypatch.delenv(CHECK_SHAPE)
+    assert json_shape(validate_report(r)) is r
+    # the comparison itself: type, order and value, NaN equal to itself
+    assert shape_difference({"a": 1, "b": 2}, {"b": 2, "a": 1}) == ". (keys ['a', 'b'] vs ['b', 'a'])"
+    assert shape_difference([1.0, float("nan")], [1.0, float("nan")]) is None
+    assert shape_difference({"x": [1, 2]}, {"x": [1, 3]}) == ".x[1] (2 vs 3)"
+
+
+def test_a_report_is_frozen_and_a_read_reports_shape_is_taken_once():
+    from abtest.reporting.model import json_shape
+
+    m = Report.model_validate(copy.deepcopy(SAMPLE))
+    with pytest.raises(ValidationError, match="frozen"):
+        m.status = "complete"
+    with pytest.raises(ValidationError, match="frozen"):
+        m.claim.licensed = True
+    shape = json_shape(m)
+    assert shape == SAMPLE and json_shape(m) is shape
+    assert m.as_dict() == shape and m.as_dict() is not shape  # a copy to change
