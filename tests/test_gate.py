@@ -159,8 +159,8 @@ def test_gate_live_evaluates_retrieval_and_latency_and_passes():
 @pytest.mark.parametrize("kwargs,name,reason", [
     ({"precision": 0.6}, "context_precision", "context_precision: 0.600 vs threshold 0.75"),
     ({"recall": 0.7}, "context_recall", "context_recall: 0.700 vs threshold 0.75"),
-    ({"p95": 6200.0}, "p95_latency_ms", "p95_latency_ms: 6200.000 vs threshold 5000"),
-    ({"p95": 5000.0}, "p95_latency_ms", "p95_latency_ms: 5000.000 vs threshold 5000"),
+    ({"p95": 6200.0}, "p95_latency_ms", "p95_latency_ms: 6200.000 vs threshold 5000.0"),
+    ({"p95": 5000.0}, "p95_latency_ms", "p95_latency_ms: 5000.000 vs threshold 5000.0"),
 ])
 def test_gate_live_fails_each_live_rule(kwargs, name, reason):
     g = gate(live_report(**kwargs))

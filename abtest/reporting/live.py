@@ -26,6 +26,7 @@ from ..review.agreement import run_judge_validation
 from ..runs import load_run
 from .build import SCHEMA_VERSION, calls_summary
 from .claim import CLAIM_JUDGES, effect_reasons, sentence
+from . import notes
 from .markdown import cell
 from .metrics import compute_metrics, continuous, metric_at, plain
 from .model import json_shape
@@ -480,10 +481,7 @@ def render_live_markdown(report: LiveReport) -> str:
     if rows:
         add("## Frozen vs live (B − A)")
         add("")
-        cc = r.get("frozen_comparison_cases") or {}
-        add(f"Over the {cc.get('n')} case(s) both runs finished ({cc.get('frozen_only')} only in "
-            f"the frozen run, {cc.get('live_only')} only in the live run); each row uses those "
-            "with the metric's value in both.")
+        add(notes.markdown(notes.frozen_vs_live_cases(r.get("frozen_comparison_cases") or {})))
         add("")
         add("| metric | n | frozen | live | ratio (live/frozen) | |")
         add("|---|---|---|---|---|---|")
@@ -517,8 +515,7 @@ def render_live_markdown(report: LiveReport) -> str:
     line("context recall", retr.get("context_recall"))
     add("")
     if r.get("estimates_withheld"):
-        add("_No estimate is shown for an incomplete live run: finished questions are listed "
-            f"below; `abtest live … --run-id {r['run_id']} --resume` continues._")
+        add(f"_{notes.markdown(notes.live_withheld(r))}_")
         add("")
     from .markdown import judge_validation_md
 
@@ -526,18 +523,8 @@ def render_live_markdown(report: LiveReport) -> str:
     add("")
     add(judge_validation_md(r.get("judge_validation") or {}))
     add("")
-    cp = retr.get("context_precision") or {}
-    add(f"Retrieval metrics exclude {cp.get('n_excluded_no_relevant_ids', 0)} question(s) without "
-        f"relevant_chunk_ids; A and B retrieved the same chunks for "
-        f"{num(retr.get('same_retrieval_share'), 2)} of questions.")
-    ca = (m.get("checks") or {}).get("citation_accuracy") or {}
-    if ca.get("n"):
-        add(f"Citation accuracy (expected citations all cited): A {num(ca.get('pass_rate_a'))}, "
-            f"B {num(ca.get('pass_rate_b'))} over {ca['n']} question(s).")
-    lat = m.get("latency") or {}
-    add(f"Latency ({', '.join(lat.get('latency_kind') or []) or 'n/a'}): p50 A "
-        f"{num(lat.get('p50_ms_a'), 0)} ms, p95 A {num(lat.get('p95_ms_a'), 0)} ms; p50 B "
-        f"{num(lat.get('p50_ms_b'), 0)} ms, p95 B {num(lat.get('p95_ms_b'), 0)} ms.")
+    for sentence in notes.live_system_notes(m):
+        add(notes.markdown(sentence))
     add("")
     g = r.get("gate") or {}
     if g:

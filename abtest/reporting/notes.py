@@ -115,6 +115,41 @@ def gate_line(g: dict) -> Sentence:
             ("", f" — {'; '.join(reasons[:3])}" if reasons else ""))
 
 
+def frozen_vs_live_cases(cc: dict) -> Sentence:
+    """Which cases the frozen vs live comparison is over."""
+    return plain(f"Over the {num(cc.get('n'))} case(s) both runs finished "
+                 f"({num(cc.get('frozen_only'))} only in the frozen run, "
+                 f"{num(cc.get('live_only'))} only in the live run); each row uses those with "
+                 "the metric's value in both.")
+
+
+def live_withheld(r: dict) -> Sentence:
+    """An incomplete live run's estimates are withheld: what to do about it."""
+    return (("", "No estimate is shown for an incomplete live run: finished questions are listed "
+                 "below; "), code(f"abtest live … --run-id {r.get('run_id')} --resume"),
+            ("", " continues."))
+
+
+def live_system_notes(m: dict) -> list[Sentence]:
+    """What a live run measured of the real system besides the judges: retrieval (how often
+    A and B retrieved the same chunks), citation accuracy where expected citations were
+    given, and latency."""
+    retr, lat = _d(m.get("retrieval")), _d(m.get("latency"))
+    cp, ca = _d(retr.get("context_precision")), _d(_d(m.get("checks")).get("citation_accuracy"))
+    out = [plain(f"Retrieval metrics exclude {num(cp.get('n_excluded_no_relevant_ids'))} "
+                 "question(s) without relevant_chunk_ids; A and B retrieved the same chunks for "
+                 f"{num(retr.get('same_retrieval_share'), 2)} of questions.")]
+    if ca.get("n"):
+        out.append(plain(f"Citation accuracy (expected citations all cited): A "
+                         f"{num(ca.get('pass_rate_a'))}, B {num(ca.get('pass_rate_b'))} over "
+                         f"{num(ca.get('n'))} question(s)."))
+    kinds = ", ".join(str(k) for k in lat.get("latency_kind") or []) or "n/a"
+    out.append(plain(f"Latency ({kinds}): p50 A {num(lat.get('p50_ms_a'), 0)} ms, p95 A "
+                     f"{num(lat.get('p95_ms_a'), 0)} ms; p50 B {num(lat.get('p50_ms_b'), 0)} ms, "
+                     f"p95 B {num(lat.get('p95_ms_b'), 0)} ms."))
+    return out
+
+
 def calls_line(calls: dict) -> Sentence:
     return plain(f"Calls: {calls.get('distinct_calls')} distinct LLM calls "
                  f"({calls.get('calls_per_case')} per case), {calls.get('provider_attempts')} "
@@ -188,8 +223,13 @@ def judge_notes(r: dict) -> list[Sentence]:
     out: list[Sentence] = []
     if pw:
         pc = _d(pw.get("position_consistency"))
+        # which way an inconsistent judge leans: always the first-shown answer, or the second
+        lean = (f"; of the {num(pw.get('position_inconsistent'))} position-inconsistent pairs, "
+                f"{num(pc.get('biased_to_first'))} picked the answer shown first both times, "
+                f"{num(pc.get('biased_to_second'))} the one shown second"
+                if pw.get("position_inconsistent") else "")
         out.append(plain(f"Judge diagnostics: position consistency {num(pc.get('estimate'))} "
-                         f"(Wilson CI {num(pc.get('ci_low'))}–{num(pc.get('ci_high'))}), "
+                         f"(Wilson CI {num(pc.get('ci_low'))}–{num(pc.get('ci_high'))}{lean}), "
                          f"first-position win rate {num(pw.get('first_position_win_rate'))}, "
                          f"answer length ratio B/A {num(pw.get('length_ratio_b_over_a'), 2)}."))
         lb = _d(pw.get("length_bias"))

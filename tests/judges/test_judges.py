@@ -187,6 +187,12 @@ def test_position_bias_counted(project, brain):
     assert pw["position_consistency"]["estimate"] == 0.0
     assert pw["position_consistency"]["biased_to_first"] == 4
     assert pw["p_value"] == 1.0  # no decisive pair
+    # and where people read: all 4 inconsistent pairs went to the first-shown answer
+    said = ("of the 4 position-inconsistent pairs, 4 picked the answer shown first both times, 0 "
+            "the one shown second")
+    assert said in CliRunner().invoke(cli, ["report", "latest"]).stdout
+    page = CliRunner().invoke(cli, ["report", "latest", "--format", "html"]).stdout
+    assert said in page
 
 
 @pytest.mark.parametrize("said", [True, False])

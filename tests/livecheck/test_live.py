@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html as ihtml
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from livetools import (CORPUS, GOLDEN, HAND_PRECISION, HAND_RECALL, RETRIEVED, f
 def test_live_captures_scores_and_reports_beside_frozen(live_project, brain):
     from abtest.gate import evaluate_gate
     from abtest.shapes import Gates
-    from abtest.reporting.live import build_live_report, render_live_markdown
+    from abtest.reporting.live import build_live_report, render_live, render_live_markdown
 
     fid, (code, out, err) = frozen_then_live()
     assert code == 0, err
@@ -83,6 +85,18 @@ def test_live_captures_scores_and_reports_beside_frozen(live_project, brain):
     md = render_live_markdown(rep)
     assert "Given these contexts" in md and "End to end, with retriever" in md
     assert "Frozen vs live" in md
+    # what the live run measured of the system, in the same words in Markdown and on the page
+    al = sorted(items[(c, "A")]["latency_ms"] for c in RETRIEVED)
+    said = ["Retrieval metrics exclude 1 question(s) without relevant_chunk_ids; A and B "
+            "retrieved the same chunks for 1.00 of questions.",  # one retriever for both
+            "Citation accuracy (expected citations all cited): A 0.000, B 1.000 over 2 "
+            "question(s).",
+            f"Latency (total): p50 A {(al[1] + al[2]) / 2:.0f} ms, p95 A {lat['p95_ms_a']:.0f} "
+            f"ms; p50 B {(bl[1] + bl[2]) / 2:.0f} ms, p95 B {lat['p95_ms_b']:.0f} ms."]
+    page = ihtml.unescape(re.sub(r"<[^>]+>", "", render_live(rep, "html")))
+    for line in said:
+        assert line in md, line
+        assert line in page, line
 
     # the gate reads the live-only metrics
     assert rep["gate"]["decision"] == "PASS" and rep["gate"]["exit_code"] == 0

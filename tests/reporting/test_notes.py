@@ -83,3 +83,17 @@ def test_no_html_css_or_js_in_the_python_that_renders_pages():
             "abtest/review/pack.py"} <= set(NO_MARKUP)
     found = {p: MARKUP.findall((ROOT / p).read_text(encoding="utf-8")) for p in NO_MARKUP}
     assert {p: f for p, f in found.items() if f} == {}
+
+
+def test_judge_diagnostics_say_which_way_inconsistent_pairs_lean_only_when_there_are_some():
+    r = copy.deepcopy(_sample())
+    pw = r["metrics"]["pairwise"]
+    pw["position_inconsistent"] = 7
+    pw["position_consistency"].update(biased_to_first=5, biased_to_second=1)
+    line = notes.text_of(notes.judge_notes(r)[0])
+    assert ("; of the 7 position-inconsistent pairs, 5 picked the answer shown first both "
+            "times, 1 the one shown second)") in line
+    assert line in render(r, "md") and line in _page_text(render(r, "html"))
+    pw["position_inconsistent"] = 0
+    pw["position_consistency"].update(biased_to_first=0, biased_to_second=0)
+    assert "picked" not in notes.text_of(notes.judge_notes(r)[0])

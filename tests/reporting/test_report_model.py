@@ -106,3 +106,28 @@ def test_a_report_is_frozen_and_a_read_reports_shape_is_taken_once():
     shape = json_shape(m)
     assert shape == SAMPLE and json_shape(m) is shape
     assert m.as_dict() == shape and m.as_dict() is not shape  # a copy to change
+
+
+def test_rendering_every_format_leaves_the_shared_shape_as_it_was_built(project):
+    """Every renderer reads the one dict a built report keeps (json_shape), so none may change
+    it: after all of them, and the stored summary, it is still the model's dump."""
+    from abtest.reporting import build_report, render
+    from abtest.reporting.model import json_shape, shape_difference
+    from abtest.reporting.summary import summarize
+    from abtest.store import Store
+    from fakes import Brain, install
+    from sample_reports import invoke
+
+    install(Brain())
+    code, out, err = invoke("run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                            "--b", "variants/b.yaml")
+    assert code == 0, err
+    with Store(project / "results" / "abtest.duckdb", read_only=True) as s:
+        rep = build_report(s, out.strip().splitlines()[-1])
+    shape = json_shape(rep)
+    first = {fmt: render(rep, fmt) for fmt in ("json", "md", "html", "github")}
+    summarize(rep)
+    assert json_shape(rep) is shape
+    assert shape_difference(shape, rep.as_dict(), ordered=False) is None
+    assert {fmt: render(rep, fmt) for fmt in first} == first
+    assert json.loads(first["json"]) == json.loads(json.dumps(rep.as_dict(), default=str))
