@@ -523,8 +523,8 @@ def render_live_markdown(report: LiveReport) -> str:
     add("")
     add(judge_validation_md(r.get("judge_validation") or {}))
     add("")
-    for sentence in notes.live_system_notes(m):
-        add(notes.markdown(sentence))
+    for said in notes.live_system_notes(m):
+        add(notes.markdown(said))
     add("")
     g = r.get("gate") or {}
     if g:
