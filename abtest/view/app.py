@@ -86,12 +86,13 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
             raise HTTPException(404, exc.line()) from None
 
     async def runs(request):
+        query = {k: (request.query_params.get(k) or "").strip() for k in data.RUN_FILTERS}
         store = open_store()
         try:
             rows = data.runs_overview(store)
         finally:
             store.close()
-        return page("runs.html", runs=rows)
+        return page("runs.html", runs=rows, query=query, n_shown=data.filter_runs(rows, query))
 
     async def summary(request):
         from starlette.responses import JSONResponse

@@ -207,6 +207,22 @@ def runs_overview(store) -> list[dict]:
     return out
 
 
+# the runs page's filters: URL parameter → the row's text it searches (case-insensitive, a
+# part of it); view.js applies the same rule as one types, on the rows' data-* attributes
+RUN_FILTERS = {"fixture": lambda r: r.get("fixture") or "",
+               "variant": lambda r: f"{r.get('a') or ''} {r.get('b') or ''}",
+               "created": lambda r: str(r.get("created_at") or "")}
+
+
+def filter_runs(rows: list[dict], query: dict[str, str]) -> int:
+    """Mark each row shown or not by the filters in `query` (the page keeps every row, hidden,
+    so a filter changed in the page needs no reload); the number shown."""
+    wanted = {k: v.lower() for k, v in query.items() if v and k in RUN_FILTERS}
+    for row in rows:
+        row["shown"] = all(v in RUN_FILTERS[k](row).lower() for k, v in wanted.items())
+    return sum(row["shown"] for row in rows)
+
+
 def run_row(store, run: dict) -> dict[str, Any]:
     """One run's row of the runs page, its summary built now if need be."""
     from ..runs import activity

@@ -868,3 +868,59 @@ def test_a_label_saved_while_a_run_writes_is_kept_and_saved_when_it_finishes(ser
     finally:
         s.close()
     assert stored == [(item, "ann")]
+
+
+@pytest.mark.chromium
+def test_runs_filters_live_in_the_url_and_the_server_applies_them_without_script(tmp_path):
+    """The runs page's filters (fixture, variant, date) are URL parameters: typing updates the
+    URL, a reload or a shared link shows the same runs, and without JavaScript the server
+    hides the same rows."""
+    from abtest.store import Store
+    from viewstore import write_run
+
+    pw = _browser()
+    cases = [SCase(id=f"c{i}", a=Side(answer="a", faith=0.8), b=Side(answer="b", faith=0.9),
+                   pairwise=("B", "B")) for i in range(3)]
+    root = tmp_path / "runs"
+    path = make_store(root, {"alpha-1": cases, "alpha-2": cases})
+    s = Store(path)
+    try:
+        write_run(s, root, "beta-1", cases, variants=("terse", "Verbose"))
+    finally:
+        s.close()
+
+    def shown(page):
+        return sorted(page.locator("#runs-table tbody tr:not(.hidden) a.run-link").all_inner_texts())
+
+    with served(path) as url, pw.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            nojs = browser.new_context(java_script_enabled=False).new_page()
+            nojs.goto(f"{url}?fixture=ALPHA")
+            assert shown(nojs) == ["alpha-1", "alpha-2"]
+            assert sorted(nojs.locator("#runs-table tbody tr:visible a.run-link")
+                          .all_inner_texts()) == ["alpha-1", "alpha-2"]
+            assert nojs.input_value("#filter-fixture") == "ALPHA"
+            assert nojs.locator("#runs-shown").inner_text() == "2 of 3 runs shown"
+            nojs.fill("#filter-fixture", "")
+            nojs.fill("#filter-variant", "verbose")
+            nojs.click("#runs-filter-go")                    # the form, submitted to the server
+            nojs.wait_for_url("**variant=verbose*")
+            assert shown(nojs) == ["beta-1"]
+
+            page = browser.new_page()
+            page.goto(url)
+            assert shown(page) == ["alpha-1", "alpha-2", "beta-1"]
+            assert not page.locator("#runs-shown").is_visible()
+            page.fill("#filter-variant", "verb")
+            assert shown(page) == ["beta-1"] and page.locator("#runs-shown").is_visible()
+            assert page.url.endswith("/?variant=verb")       # in the URL as one types
+            page.reload()
+            assert shown(page) == ["beta-1"] and page.input_value("#filter-variant") == "verb"
+            page.fill("#filter-variant", "")
+            page.fill("#filter-date", "2099")
+            assert shown(page) == [] and page.url.endswith("/?created=2099")
+            page.fill("#filter-date", "")
+            assert shown(page) == ["alpha-1", "alpha-2", "beta-1"] and page.url == url
+        finally:
+            browser.close()

@@ -13,14 +13,28 @@
   function applySimpleFilters(box) {
     var table = document.getElementById(box.dataset.table);
     if (!table) return;
-    var cols = $all("[data-col]", box).filter(function (i) { return i.value; });
-    rows(table).forEach(function (tr) {
+    var cols = $all("[data-col]", box).filter(function (i) { return i.value.trim(); });
+    var all = rows(table), shown = 0;
+    all.forEach(function (tr) {
       var ok = cols.every(function (i) {
         var have = (tr.dataset[i.dataset.col] || "").toLowerCase();
-        return have.indexOf(i.value.toLowerCase()) >= 0;
+        return have.indexOf(i.value.trim().toLowerCase()) >= 0;
       });
       tr.classList.toggle("hidden", !ok);
+      if (ok) shown += 1;
     });
+    var count = document.getElementById("runs-shown");
+    if (count) {
+      count.hidden = shown === all.length;
+      document.getElementById("runs-shown-n").textContent = shown;
+    }
+    // the filters live in the URL, as the server reads them: a link or a reload shows the same
+    if (box.tagName === "FORM") {
+      var q = new URLSearchParams();
+      cols.forEach(function (i) { if (i.name) q.set(i.name, i.value.trim()); });
+      var url = location.pathname + (q.toString() ? "?" + q.toString() : "");
+      if (url !== location.pathname + location.search) history.replaceState(null, "", url);
+    }
   }
 
   // a table sorted in the page only (the runs list): a header is a button, with an arrow and
