@@ -1,14 +1,17 @@
 """The release gate over one run's report: PASS (0) / FAIL (1) / INCOMPLETE (3).
 
 The candidate is variant B. A metric a frozen run cannot measure is 'not
-applicable' and never counts as passed; an incident, a missing out-of-scope set or a
-deterministic check B defines failing on more than its allowance (gates.checks) blocks
-PASS; an incomplete run is never passed. Values are compared at the precision the
-report prints them.
+applicable' and never counts as passed; an incident, a missing out-of-scope set, a
+deterministic check B defines failing on more than its allowance (gates.checks) or a
+Holm-family metric significantly worse for B than for A blocks PASS (absolute bars alone
+pass a B that refuses most answerable questions yet stays faithful on the rest); an
+incomplete run is never passed. Values are compared at the precision the report prints
+them.
 """
 
 from __future__ import annotations
 
+from .fmt import num, signed
 from .shapes import Gates
 
 
@@ -24,6 +27,41 @@ def _rule(name, value, threshold, op, *, note=None) -> dict:
     ok = shown >= threshold if op == ">=" else value < threshold
     return {"name": name, "value": value, "threshold": threshold, "op": op,
             "status": "pass" if ok else "fail", **({"note": note} if note else {})}
+
+
+def regressions(report: dict) -> list[str]:
+    """Each metric of the report's Holm family that is significantly worse for B than for A
+    (after Holm), by its direction: a rise in refusals of answerable questions is worse."""
+    from .reporting.metrics import metric_at
+
+    out = []
+    for key in (report.get("holm") or {}).get("family") or []:
+        mm = metric_at(report.get("metrics") or {}, key) or {}
+        d = mm.get("direction")
+        if d is None:
+            continue
+        if (d == "A") if mm.get("better", "higher") == "higher" else (d == "B"):
+            out.append(f"{key} B − A {signed(mm.get('difference'))} (Holm p = "
+                       f"{num(mm.get('p_holm'))})")
+    return out
+
+
+def _regression_rule(report: dict) -> dict:
+    """FAIL when B is significantly worse than A on any metric of the Holm family; not
+    applicable until the family is tested (an incomplete run estimates nothing)."""
+    from .reporting.metrics import metric_at
+
+    m = report.get("metrics") or {}
+    tested = [k for k in (report.get("holm") or {}).get("family") or []
+              if (metric_at(m, k) or {}).get("p_holm") is not None]
+    if report.get("status") != "complete" or not tested:
+        return {"name": "no_regression", "value": None, "threshold": 1.0, "status":
+                "not_applicable", "note": "no Holm-family metric tested in this run"}
+    worse = regressions(report)
+    return {"name": "no_regression", "value": float(len(worse)), "threshold": 1.0, "op": "<",
+            "status": "fail" if worse else "pass",
+            "note": ("significantly worse for B: " + "; ".join(worse)) if worse else
+            f"no metric of the Holm family ({', '.join(tested)}) significantly worse for B"}
 
 
 def evaluate_gate(report: dict, gates: Gates) -> dict:
@@ -64,6 +102,7 @@ def evaluate_gate(report: dict, gates: Gates) -> dict:
             continue
         rules.append(_rule(f"check:{name}", c.get("pass_rate_b"), gates.checks, ">=",
                            note=f"{c.get('n_b_pass')} of {c['n_b_applicable']} B answers pass"))
+    rules.append(_regression_rule(report))
     lat = (m.get("latency") or {}).get("p95_ms_b") if live else None
     rules.append(_rule("p95_latency_ms", lat, gates.p95_latency_ms, "<",
                        note=None if live else "latency of the real system: measurable only live"))
@@ -78,7 +117,7 @@ def evaluate_gate(report: dict, gates: Gates) -> dict:
 
     incidents = _incidents.of(report, "B")
     reasons = [f"{r['name']}: {r['value']:.{PRECISION}f} vs threshold {r['threshold']}"
-               if r["value"] is not None
+               if r["value"] is not None and r["name"] != "no_regression"
                else f"{r['name']}: {r.get('note')}" for r in rules if r["status"] == "fail"]
     if incidents:
         reasons.append(f"{len(incidents)} hallucination incident(s) in B (faithfulness < "

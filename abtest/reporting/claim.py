@@ -99,6 +99,13 @@ def effect_reasons(m: dict, cfg) -> list[str]:
         reasons.append(f"coverage not shown non-inferior: B − A = {signed(c['difference'])}, "
                        f"lower {pct(1 - 2 * alpha)} limit {num(ni.get('ci_low'))} ≤ "
                        f"−{ni.get('margin')} (the margin)")
+    pw = m.get("pairwise") or {}
+    if pw.get("direction") == "A":
+        # B more faithful yet significantly less preferred (e.g. it pastes the context): a
+        # reader takes the sentence for "B is better", which the pairwise judge contradicts
+        reasons.append(f"the pairwise judge significantly prefers A: A won {pw.get('a_wins')}, "
+                       f"B won {pw.get('b_wins')} (Holm p = {num(pw.get('p_holm'))}); read the "
+                       "answers before calling B better")
     ab = m.get("abstention")
     if ab is None:
         reasons.append("refusals were not measured (the abstention judge is off): a variant "

@@ -1,0 +1,82 @@
+"""Scenarios an adversary would choose, put through the real report, claim and gate (stores
+written by hand: tests/adversary.py). Each was found printing a verdict that was wrong:
+the gate passed a B that refuses most answerable questions or is significantly worse than
+A, and the claim was licensed while the pairwise judge significantly preferred A. The first
+test is the control: the same harness does license a genuine gain, so the others cannot
+pass by never licensing anything."""
+
+from __future__ import annotations
+
+import random
+
+from adversary import C, Side, build, report
+
+
+def _out_of_scope(n=25):
+    return [C(f"u{i:03d}", answerable=False, a=Side(faith=None, abstained=True, cov=None),
+              b=Side(faith=None, abstained=True, cov=None)) for i in range(n)]
+
+
+def test_control_a_genuine_gain_with_validated_judges_is_licensed(tmp_path):
+    rnd = random.Random(0)
+    cases = []
+    for i in range(60):
+        fa = rnd.choice([0.9, 0.95, 1.0])
+        cases.append(C(f"q{i:03d}", a=Side(faith=fa, cov=1.0),
+                       b=Side(faith=min(1.0, fa + rnd.choice([0.0, 0.05, 0.1])), cov=1.0),
+                       key_points=["k"], pairwise=("B", "B") if i % 3 else ("tie", "tie")))
+    rep = report(build(tmp_path / "s", cases + _out_of_scope()))
+    assert rep["claim"]["licensed"], rep["claim"]["reasons"]
+    assert rep["gate"]["decision"] == "PASS", rep["gate"]["reasons"]
+    rule = next(r for r in rep["gate"]["rules"] if r["name"] == "no_regression")
+    assert rule["status"] == "pass" and rule["value"] == 0.0
+
+
+def test_the_gate_fails_a_b_that_refuses_most_answerable_questions(tmp_path):
+    """B refuses 50 of 60 answerable questions and is faithful on the other 10: every
+    absolute bar passes (faithfulness 1.0 on what it answered); the refusals are
+    significantly worse for B, so the gate fails and names them."""
+    cases = [C(f"q{i:03d}", a=Side(faith=1.0, cov=1.0), key_points=["k"],
+               b=Side(answer="I don't know based on the provided documents.", faith=None,
+                      cov=0.0, abstained=True) if i >= 10 else Side(faith=1.0, cov=1.0))
+             for i in range(60)]
+    rep = report(build(tmp_path / "s", cases + _out_of_scope()))
+    g = rep["gate"]
+    assert g["decision"] == "FAIL" and g["exit_code"] == 1
+    assert next(r for r in g["rules"] if r["name"] == "faithfulness")["status"] == "pass"
+    regression = next(r for r in g["reasons"] if r.startswith("no_regression"))
+    assert "abstention_answerable B − A +0.833" in regression and "coverage B − A" in regression
+
+
+def test_the_gate_fails_a_b_significantly_worse_than_a_validated_or_not(tmp_path):
+    cases = [C(f"q{i:03d}", a=Side(faith=1.0, cov=1.0), b=Side(faith=0.92, cov=0.5),
+               key_points=["k1", "k2"]) for i in range(60)] + _out_of_scope()
+    for validation in (None, ([], [])):  # judges validated, then no human label at all
+        rep = report(build(tmp_path / "s", cases, validation=validation))
+        g = rep["gate"]
+        assert g["decision"] == "FAIL", g
+        regression = next(r for r in g["reasons"] if r.startswith("no_regression"))
+        assert "faithfulness B − A -0.080" in regression
+        assert "coverage B − A -0.500" in regression
+
+
+def test_no_claim_while_the_pairwise_judge_significantly_prefers_a(tmp_path):
+    """B pastes the retrieved chunks: every claim supported, every key point in it, so B is
+    'more faithful and no less complete'; the pairwise judge prefers A in 50 of 60 in both
+    orders. Without the pairwise reason the claim was licensed."""
+    ctx = [("c1", "Returns are accepted within 30 days."),
+           ("c2", "Damaged goods are refunded in full."), ("c3", "Gift cards cannot be returned.")]
+    dump = " ".join(t for _, t in ctx)
+    cases = [C(f"q{i:03d}", chunks=ctx, key_points=["30 days"],
+               a=Side(answer="You have 30 days [c1].", faith=0.9 if i % 2 else 1.0, cov=1.0),
+               b=Side(answer=dump, faith=1.0, cov=1.0),
+               pairwise=("A", "A") if i < 50 else ("tie", "tie")) for i in range(60)]
+    rep = report(build(tmp_path / "s", cases + _out_of_scope()))
+    pw = rep["metrics"]["pairwise"]
+    assert (pw["a_wins"], pw["b_wins"], pw["direction"]) == (50, 0, "A")
+    c = rep["claim"]
+    # every other condition holds (the faithfulness gain is real): this is the one reason
+    assert not c["licensed"] and len(c["reasons"]) == 1, c["reasons"]
+    assert c["reasons"][0].startswith("the pairwise judge significantly prefers A: A won 50, "
+                                      "B won 0 (Holm p = ")
+    assert rep["metrics"]["faithfulness"]["direction"] == "B"
