@@ -22,6 +22,7 @@ class Side:
     cov: float | None = 1.0            # None = no coverage row
     abstained: bool = False
     checks: dict | None = None         # name -> passed
+    result: dict | None = None         # the faithfulness verdict's result (n_claims, …)
 
 
 @dataclass
@@ -102,7 +103,9 @@ def build(root: Path, cases: list[C], *, run_id="r1", config: Config | None = No
                     s.put_judgment({"run_id": run_id, "case_id": c.id, "judge": "faithfulness",
                                     "subject": v,
                                     "verdict": "scored" if sd.faith is not None else "no_claims",
-                                    "score": sd.faith}, claims=[])
+                                    "score": sd.faith,
+                                    **({"result_json": json.dumps(sd.result)} if sd.result
+                                       else {})}, claims=[])
                 if "abstention" in cfg.judges:
                     s.put_judgment({"run_id": run_id, "case_id": c.id, "judge": "abstention",
                                     "subject": v,

@@ -47,6 +47,12 @@ def _faithfulness_reasons(f: dict | None, alpha: float) -> list[str]:
         out.append(f"significant, in A's favour: {what}")
     elif f["difference"] == 0:
         out.append(f"no difference: {what}")
+    capped = (f.get("at_claim_cap") or {}).get("B") or []
+    if capped:
+        out.append(f"{len(capped)} of B's answers gave the claim extractor the most claims it "
+                   f"keeps (max_claims {f.get('max_claims')}): what they said beyond those was "
+                   f"never checked (e.g. {', '.join(capped[:3])}); raise max_claims (up to 30) "
+                   "and re-run")
     # the bound is over the same pairs plus the answerable one-sided drops: without such a
     # drop it holds whenever the Holm-adjusted test does, so only a significant gain is checked
     dr = f.get("dropped") or {}

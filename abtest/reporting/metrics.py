@@ -378,6 +378,14 @@ def _logit(x, y):
 
 # --------------------------------------------------------------------------- everything
 
+def _n_claims(row: Any) -> int:
+    """How many claims a faithfulness verdict checked (0 when it has none or no record)."""
+    if not row or row.get("verdict") != "scored" or not row.get("result_json"):
+        return 0
+    n = json.loads(row["result_json"]).get("n_claims")
+    return n if isinstance(n, int) else 0
+
+
 def compute_metrics(finished: list[str], jv: JudgeMap, answerable: Mapping[str, bool],
                     lengths: Mapping[tuple[str, str], int], cfg, judges) -> tuple[dict, dict, dict]:
     """(metrics, pairwise outcome per case, Holm info) over the finished cases.
@@ -430,6 +438,12 @@ def compute_metrics(finished: list[str], jv: JudgeMap, answerable: Mapping[str, 
                                    "faithfulness score; its pair is dropped and counted per "
                                    "variant, and the claim must survive the worst-case drop bound")
             m["drop_bound"] = drop_bound(sa, sb, applicable, answerable, alpha)
+            # the extractor returns at most max_claims claims (the schema's maxItems): an
+            # answer that filled them may have made more, never checked (claim.py withholds)
+            m["at_claim_cap"] = {v: sorted(cid for cid in finished
+                                           if _n_claims(d.get(cid)) >= cfg.max_claims)
+                                 for v, d in (("A", ja), ("B", jb))}
+            m["max_claims"] = cfg.max_claims
         if judge == "relevance":
             methods = {json.loads(j["result_json"]).get("method", "llm_rating")
                        if j.get("result_json") else "llm_rating" for d in (ja, jb) for j in d.values()}

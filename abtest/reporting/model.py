@@ -221,6 +221,11 @@ class ScoreMetric(_Paired):
     no_claims: Optional[dict[str, list[str]]] = None
     note_no_claims: Optional[str] = None
     drop_bound: Optional[DropBound] = None
+    at_claim_cap: Optional[dict[str, list[str]]] = Field(
+        None, description="faithfulness only: per variant, the cases whose answer gave the "
+                          "claim extractor as many claims as max_claims allows (more may "
+                          "have gone unchecked)")
+    max_claims: Optional[int] = Field(None, description="faithfulness only: the cap in force")
     margin: Num = None
     noninferiority: Optional[NonInferiority] = None
     method: Optional[str] = Field(None, description="relevance only: how it was measured")

@@ -1,12 +1,14 @@
 """Scenarios an adversary would choose, put through the real report, claim and gate (stores
 written by hand: tests/adversary.py). Each was found printing a verdict that was wrong:
 the gate passed a B that refuses most answerable questions or is significantly worse than
-A, and the claim was licensed while the pairwise judge significantly preferred A. The first
+A, and the claim was licensed while the pairwise judge significantly preferred A, or while
+B's answers said more than the claim extractor keeps (max_claims). The first
 test is the control: the same harness does license a genuine gain, so the others cannot
 pass by never licensing anything."""
 
 from __future__ import annotations
 
+import json
 import random
 
 from adversary import C, Side, build, report
@@ -80,3 +82,75 @@ def test_no_claim_while_the_pairwise_judge_significantly_prefers_a(tmp_path):
     assert c["reasons"][0].startswith("the pairwise judge significantly prefers A: A won 50, "
                                       "B won 0 (Holm p = ")
     assert rep["metrics"]["faithfulness"]["direction"] == "B"
+
+
+class _HonestJudge:
+    """A judge gateway that extracts every sentence of an answer as a claim and supports a
+    claim exactly when a chunk says it (chunk id given): honest on everything it is shown."""
+
+    def __init__(self, chunks):
+        self.chunks, self.n = chunks, 0
+
+    def complete(self, spec, messages, *, purpose, case_id=None, sample=0, response_format=None,
+                 max_tokens=None):
+        import re
+        from types import SimpleNamespace
+
+        self.n += 1
+        text = messages[-1]["content"]
+        if purpose.startswith("judge:claims"):
+            ans = text.split("<answer>")[1].split("</answer>")[0]
+            out: dict = {"claims": [s for s in re.split(r"(?<=\.)\s+", ans.strip()) if s],
+                         "abstained": False}
+        else:
+            out = {"verdicts": {}}
+            for line in text.split("<claims>")[1].split("</claims>")[0].strip().splitlines():
+                n, claim = line.split(". ", 1)
+                hit = next((c.id for c in self.chunks if c.text == claim.strip()), None)
+                out["verdicts"][n] = ({"verdict": "supported", "chunk_id": hit} if hit else
+                                      {"verdict": "not_in_context", "chunk_id": None})
+        return SimpleNamespace(ok=True, content=json.dumps(out), call_hash=f"h{self.n}",
+                               model_resolved="judge", error=None)
+
+
+def test_no_claim_when_b_fills_the_claim_extractors_cap(tmp_path):
+    """The extractor keeps at most max_claims claims, so a B that opens with eight sentences
+    copied from the context and ends with four invented ones scored 1.0 from an honest judge,
+    and the claim was licensed. B's answers filled the cap: the claim is withheld and says
+    why; A's shorter answers (one invention in three sentences) are checked whole."""
+    from abtest import judges as J
+    from abtest.shapes import Case, Chunk, ModelSpec
+
+    chunks = [Chunk(id=f"c{i}", text=t) for i, t in enumerate([
+        "Returns are accepted within 30 days.", "Damaged goods are refunded in full.",
+        "Refunds go to the original payment method.", "A receipt is required.",
+        "Store credit is offered without a receipt.", "Sale items can be returned.",
+        "Gift cards cannot be returned.", "Returns are free by mail."])]
+    case = Case(id="q", question="What is the return policy?", answerable=True,
+                corpus_version="v1", retriever="t", context=chunks)
+    long_b = " ".join(c.text for c in chunks) + (" Electronics can be returned within 90 days."
+                                                 " Refunds take one hour. No receipt is ever "
+                                                 "needed. Shipping labels cost nothing.")
+    short_a = ("Returns are accepted within 30 days. A receipt is required. Refunds take one "
+               "hour.")
+    judged = {}
+    for v, answer in (("A", short_a), ("B", long_b), ("A1", chunks[0].text)):
+        row, claims = J.faithfulness(_HonestJudge(chunks), ModelSpec(model="judge"), case,
+                                     answer, v[0], max_claims=8)
+        judged[v] = (row["score"], json.loads(row["result_json"]))
+    assert judged["B"][0] == 1.0 and judged["B"][1]["n_claims"] == 8  # 12 sentences, 8 kept
+    assert judged["A"][0] == 2 / 3 and judged["A"][1]["n_claims"] == 3
+    cases = [C(f"q{i:03d}", chunks=[(c.id, c.text) for c in chunks], key_points=["30 days"],
+               a=Side(answer=short_a if i % 2 else chunks[0].text, cov=1.0,
+                      faith=judged["A" if i % 2 else "A1"][0],
+                      result=judged["A" if i % 2 else "A1"][1]),
+               b=Side(answer=long_b, faith=judged["B"][0], cov=1.0, result=judged["B"][1]))
+             for i in range(60)]
+    rep = report(build(tmp_path / "s", cases + _out_of_scope()))
+    f = rep["metrics"]["faithfulness"]
+    assert f["direction"] == "B" and f["max_claims"] == 8
+    assert len(f["at_claim_cap"]["B"]) == 60 and f["at_claim_cap"]["A"] == []
+    c = rep["claim"]
+    assert not c["licensed"] and len(c["reasons"]) == 1, c["reasons"]
+    assert c["reasons"][0].startswith("60 of B's answers gave the claim extractor the most "
+                                      "claims it keeps (max_claims 8)")
