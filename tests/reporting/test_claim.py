@@ -20,9 +20,10 @@ def test_licensed_when_everything_holds():
     assert s.startswith("Given these contexts, variant B was more faithful and no less complete "
                         "than A, paired over 40 questions")
     assert "faithfulness +0.080" in s and "95% CI 0.030 to 0.130" in s and "Holm p = 0.004" in s
-    assert "coverage B − A -0.005, margin 0.05" in s
-    assert "refusals on answerable questions B − A +0.000, margin 0.05" in s
-    assert "correct abstention on unanswerable questions B − A +0.500, margin 0.1" in s
+    # each condition's own N: coverage rests on the cases with key points only (34 of 40)
+    assert "coverage B − A -0.005 over 34 questions, margin 0.05" in s
+    assert "refusals on answerable questions B − A +0.000 over 60, margin 0.05" in s
+    assert "correct abstention on unanswerable questions B − A +0.500 over 30, margin 0.1" in s
     assert "faithfulness 0.720 (lower limit 0.610, 40 labels)" in s
     assert "pairwise" not in s  # the claim does not rest on the pairwise judge
 
