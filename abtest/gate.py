@@ -74,7 +74,13 @@ def evaluate_gate(report: dict, gates: Gates) -> dict:
                       "status": "fail", "note": "faithfulness not measured: the gate cannot pass "
                       "without it"})
     else:
-        rules.append(_rule("faithfulness", f.get("b"), gates.faithfulness, ">="))
+        # B over all its scored answers (b_all), not only those A scored too: where A refused,
+        # B's answers count as well (a report from before b_all: the paired mean)
+        b_all = f.get("b_all", f.get("b"))
+        n_all, n = f.get("n_b_all"), f.get("n")
+        rules.append(_rule("faithfulness", b_all, gates.faithfulness, ">=",
+                           note=(f"over all {n_all} of B's scored answers ({n} paired)"
+                                 if n_all is not None and n_all != n else None)))
     rel = m.get("relevance") or m.get("answer_relevance") or {}
     rules.append(_rule("answer_relevance", rel.get("b"), gates.answer_relevance, ">=",
                        note=None if rel else "relevance judge not enabled"))

@@ -92,6 +92,12 @@ def continuous(metric: str, a_by: Mapping[str, float | None], b_by: Mapping[str,
                            "ci_high": None, "conf_level": level, "test": "paired_t",
                            "p_value": None, "p_holm": None, "significant": False,
                            "direction": None}
+    # each variant over every answer it has a score for, paired or not: what an absolute bar
+    # on B (the gate) reads, so answers A left unscored cannot hide B's weaker ones
+    for v, by in (("a", a_by), ("b", b_by)):
+        own = [s for s in (by.get(cid) for cid in ids) if s is not None]
+        out[f"{v}_all"] = sum(own) / len(own) if own else None
+        out[f"n_{v}_all"] = len(own)
     if not used:
         out["note"] = "no case has a score on both sides"
         return out

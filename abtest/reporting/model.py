@@ -210,6 +210,11 @@ class ScoreMetric(_Paired):
 
     dropped: Dropped
     n_dropped: int
+    a_all: Num = Field(None, description="A's mean over every case A has a score for")
+    n_a_all: Optional[int] = None
+    b_all: Num = Field(None, description="B's mean over every case B has a score for: the "
+                                         "gate's faithfulness value")
+    n_b_all: Optional[int] = None
     d_z: Num = None
     sd_d: Num = None
     secondary: Optional[Secondary] = None

@@ -154,3 +154,22 @@ def test_no_claim_when_b_fills_the_claim_extractors_cap(tmp_path):
     assert not c["licensed"] and len(c["reasons"]) == 1, c["reasons"]
     assert c["reasons"][0].startswith("60 of B's answers gave the claim extractor the most "
                                       "claims it keeps (max_claims 8)")
+
+
+def test_the_gate_reads_b_over_all_its_scored_answers_not_only_the_pairs(tmp_path):
+    """A refuses 40 answerable questions that B answers at faithfulness 0.86; on the other 20
+    both score 0.95. Over the pairs B scores 0.95 and passed the 0.90 bar; over everything it
+    answered B scores (40 × 0.86 + 20 × 0.95) / 60 = 0.89, below it."""
+    cases = [C(f"q{i:03d}", key_points=["k"],
+               a=Side(faith=None, cov=0.0, abstained=True) if i < 40 else Side(faith=0.95, cov=1.0),
+               b=Side(faith=0.86 if i < 40 else 0.95, cov=1.0)) for i in range(60)]
+    rep = report(build(tmp_path / "s", cases + _out_of_scope()))
+    f = rep["metrics"]["faithfulness"]
+    assert f["n"] == 20 and abs(f["b"] - 0.95) < 1e-12            # the paired mean
+    want = (40 * 0.86 + 20 * 0.95) / 60
+    assert abs(f["b_all"] - want) < 1e-12 and f["n_b_all"] == 60
+    rule = next(r for r in rep["gate"]["rules"] if r["name"] == "faithfulness")
+    assert rule["status"] == "fail" and abs(rule["value"] - want) < 1e-12
+    assert rule["note"] == "over all 60 of B's scored answers (20 paired)"
+    assert rep["gate"]["decision"] == "FAIL"
+    assert "faithfulness: 0.890 vs threshold 0.9" in rep["gate"]["reasons"]
