@@ -239,11 +239,29 @@ def judge_validation(pairs_by_judge: dict[str, list[tuple[Any, Any]]], cfg) -> d
 
 
 def run_judge_validation(store: Store, run_id: str, cfg) -> dict:
-    """Per judge, its verdicts against the human labels of its own review items."""
+    """Per judge, its verdicts against the human labels of its own review items, one human
+    label per item: a second reviewer of the same items adds no evidence about the judge
+    (15 reviewers of 2 items are 2 items, not 30 labels). An item's label is its reviewers'
+    majority; where they split evenly the judge is counted as disagreeing (it cannot be
+    credited with an item people could not agree on)."""
     items = {r["item_id"]: r for r in store.review_items(run_id)}
-    pairs: dict[str, list[tuple]] = defaultdict(list)
+    by_item: dict[str, list[Any]] = defaultdict(list)
     for lab in store.human_labels(run_id):
         it = items.get(lab["item_id"])
-        if it is not None and it["judge_label"] is not None:
-            pairs[it["judge"]].append((it["judge_label"], lab["label"]))
+        if it is not None and it["judge_label"] is not None and lab["label"] is not None:
+            by_item[lab["item_id"]].append(lab["label"])
+    pairs: dict[str, list[tuple]] = defaultdict(list)
+    for item_id, labels in by_item.items():
+        it = items[item_id]
+        pairs[it["judge"]].append((it["judge_label"], item_label(labels, it["judge_label"])))
     return judge_validation(pairs, cfg)
+
+
+def item_label(labels: list[Any], judge_label: Any) -> Any:
+    """The human label of one item: the majority; on an even split, a label other than the
+    judge's (the worst case for the judge)."""
+    counts = Counter(labels).most_common()
+    top = [lab for lab, n in counts if n == counts[0][1]]
+    if len(top) == 1:
+        return top[0]
+    return next(lab for lab in top if lab != judge_label)

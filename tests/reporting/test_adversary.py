@@ -173,3 +173,33 @@ def test_the_gate_reads_b_over_all_its_scored_answers_not_only_the_pairs(tmp_pat
     assert rule["note"] == "over all 60 of B's scored answers (20 paired)"
     assert rep["gate"]["decision"] == "FAIL"
     assert "faithfulness: 0.890 vs threshold 0.9" in rep["gate"]["reasons"]
+
+
+def test_judge_validation_counts_labelled_items_not_labels(tmp_path):
+    """15 reviewers labelling the same 2 items per judge made "30 labels" and validated every
+    judge (kappa 1.0), licensing the claim. An item counts once, with its reviewers'
+    majority label; an even split counts against the judge."""
+    from adversary import validation_rows
+
+    rnd = random.Random(0)
+    cases = []
+    for i in range(60):
+        fa = rnd.choice([0.9, 0.95, 1.0])
+        cases.append(C(f"q{i:03d}", a=Side(faith=fa, cov=1.0),
+                       b=Side(faith=min(1.0, fa + rnd.choice([0.0, 0.05, 0.1])), cov=1.0),
+                       key_points=["k"], pairwise=("B", "B") if i % 3 else ("tie", "tie")))
+    cases += _out_of_scope()
+    few = validation_rows("r1", n_items=2, reviewers=[f"rev{k}" for k in range(15)])
+    rep = report(build(tmp_path / "few", cases, validation=few))
+    jv = rep["judge_validation"]
+    for j in ("faithfulness", "coverage", "abstention"):
+        assert jv[j]["n_labels"] == 2 and not jv[j]["validated"], jv[j]
+        assert jv[j]["reason"] == "2 human label(s) of its items (need 30)"
+    assert not rep["claim"]["licensed"]
+    # 30 items, two reviewers each, who split on one item: that item is a disagreement
+    items, labels = validation_rows("r1", n_items=30, reviewers=["ann", "bob"])
+    split = next(x for x in labels if x["reviewer"] == "bob" and x["judge"] == "faithfulness")
+    split["label"] = "unsupported" if split["label"] == "supported" else "supported"
+    rep = report(build(tmp_path / "split", cases, validation=(items, labels)))
+    f = rep["judge_validation"]["faithfulness"]
+    assert f["n_labels"] == 30 and f["agreement"] == 29 / 30
