@@ -144,7 +144,7 @@ def status(store: Store, run_id: str, min_labels: int | None = None,
         short = [j for j in claim_judges if val[j]["n_labels"] < cfg.review.min_labels]
         if short and unlabelled == 0:
             msg += (f"; every item is labelled: export a bigger pack (`abtest review export "
-                    f"{run_id} --n …`) or add a second reviewer")
+                    f"{run_id} --n …`): each item counts once, however many reviewers label it")
     return {"run_id": run_id, "n_items": len(items), "n_labelled_items": len(labelled_items),
             "n_unlabelled_items": unlabelled, "min_labels": cfg.review.min_labels,
             "min_kappa": cfg.review.min_kappa, "validated": val["validated"],
