@@ -7,6 +7,8 @@ The Python API (docs/python-api.md), imported lazily so that `import abtest` sta
     merge(sources, into, config=…)    shards as one run → RunHandle
     capture(questions, retriever, out)  freeze retrieval into a sealed fixture → Fixture
     report(run="latest", config=…)    a run's typed Report
+    get_run(run="latest", config=…)   a stored run's RunHandle, status = its state now
+    list_runs(config=…)               every run: state, cases finished, gate, claim line
     export(run, out_dir, fmt=…)       a run's rows as Parquet/CSV/JSONL files, for DataFrames
     load_config, Config, open_store, Store, Report, load_fixture, load_variant, stats
 """
@@ -21,6 +23,7 @@ __version__ = "0.1.0"
 _FROM = {"run": "abtest.api", "live": "abtest.api", "merge": "abtest.api",
          "capture": "abtest.api", "report": "abtest.api", "export": "abtest.api",
          "load_config": "abtest.api", "open_store": "abtest.api", "RunHandle": "abtest.api",
+         "get_run": "abtest.api", "list_runs": "abtest.api",
          "Config": "abtest.shapes",
          "Store": "abtest.store", "Report": "abtest.reporting.model",
          "load_fixture": "abtest.fixtures", "load_variant": "abtest.variants"}

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .reporting.model import Report
     from .retrieval.base import Retriever
     from .store import Store
+    from .runstate import RunProgress
     from .variants import LoadedVariant
 
 Progress = Callable[[str], None]
@@ -72,6 +73,62 @@ class RunHandle:
 
     def report(self) -> Report:
         return report(self.run_id, store=self.store_path)
+
+    def progress(self) -> RunProgress:
+        """Its state and finished cases now, by the rule every surface uses (a handle's
+        `status` is what it was when the handle was made)."""
+        from .store import Store
+
+        st = Store(self.store_path, read_only=True, create=False)
+        try:
+            return run_progress_of(st, self.run_id)
+        finally:
+            st.close()
+
+
+def run_progress_of(store: Store, run_id: str) -> RunProgress:
+    from .runs import load_run
+    from .runstate import run_progress
+
+    return run_progress(store, load_run(store, run_id))
+
+
+def get_run(run: str = "latest", *, config: Any = None) -> RunHandle:
+    """A stored run as a `RunHandle`, its `status` the run's state now (running, interrupted,
+    stopped, incomplete or complete): `run` is an id, a unique prefix or "latest"."""
+    from .runs import resolve_run
+
+    lc = _config(config)
+    st = open_store(lc)
+    try:
+        rid = resolve_run(st, run)
+        prog = run_progress_of(st, rid)
+    finally:
+        st.close()
+    return RunHandle(rid, prog.state, Path(lc.store_path), prog)
+
+
+def list_runs(*, config: Any = None, progress: Progress | None = None) -> list[dict]:
+    """Every run, newest first, as `abtest runs` and the view list them: state, cases finished
+    of all, gate, claim line (a summary missing from the store is built now)."""
+    from .view import data
+
+    st = open_store(config)
+    try:
+        rows = data.runs_overview(st)
+        pending = [r for r in rows if r.get("pending")]
+        if pending and progress:
+            progress(f"building the summary of {len(pending)} run(s) the store has none for")
+        out = []
+        for r in rows:
+            if r.get("pending"):
+                from .runs import load_run
+
+                r = data.run_row(st, load_run(st, r["run_id"]))
+            out.append({k: v for k, v in r.items() if k not in ("pending", "shown")})
+        return out
+    finally:
+        st.close()
 
 
 def keep_summary(store_path: str | os.PathLike, run_id: str,

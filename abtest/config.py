@@ -89,6 +89,10 @@ judges: [pairwise, faithfulness, coverage, abstention]
 # the run says so. Set true only to quiet that notice for a demonstration on one model
 # (the embedded default judges itself); point judge at another model for real use.
 allow_self_judge: false
+# Cases that are not independent draws (written from one document, asked in one session) are
+# one group; repeats (the same question and context) always are. By default each case's own
+# `group` decides; or name a case field, meta.KEY, or document (the chunk ids' source document).
+# group_by: document
 gates: {faithfulness: 0.90, answer_relevance: 0.80, context_precision: 0.75,
         context_recall: 0.75, out_of_scope: 1.0, citation_accuracy: 0.90,
         p95_latency_ms: 5000, incident_faithfulness: 0.85}

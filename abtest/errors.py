@@ -34,6 +34,19 @@ class IncompleteError(Exception):
     """Some work could not be done; what finished is saved and the result is 'incomplete'."""
 
 
+class RunStopped(KeyboardInterrupt):
+    """A run stopped by Ctrl-C or SIGTERM: its state "stopped" is stored before this reaches
+    the caller, with the exact command that continues it. A KeyboardInterrupt, so code that
+    stops on Ctrl-C stops on it too."""
+
+    def __init__(self, run_id: str, signal_name: str, hint: str):
+        self.run_id = run_id
+        self.signal_name = signal_name
+        self.hint = hint
+        super().__init__(f"run {run_id} stopped ({signal_name}); finished work is saved: "
+                         f"`{hint}` continues it")
+
+
 def pydantic_error_line(exc, *, file: str, where: str | None = None) -> UserError:
     """Turn the first pydantic validation error into one readable UserError."""
     err = exc.errors()[0]

@@ -56,6 +56,17 @@ def _end(x: Any, nd: int) -> str:
     return f"{r + 0.0 if r else 0.0:.{nd}f}"   # never "-0.000"
 
 
+def kappa_text(k: Any, lo: Any = None, hi: Any = None) -> str:
+    """A judge's agreement with humans, worded the same on every page: "no agreement
+    measured" when kappa is undefined (no labels, or both raters used one label), the value
+    without an interval when it has none, else the value and its interval."""
+    if not _finite(k):
+        return "no agreement measured"
+    if not (_finite(lo) and _finite(hi)):
+        return f"{num(float(k))} (no interval)"
+    return f"{num(float(k))} {interval(lo, hi)}"
+
+
 def clip(text: Any, n: int) -> str:
     """Text on one line (whitespace runs collapsed), cut to n characters with an ellipsis."""
     t = " ".join(str(text or "").split())

@@ -79,6 +79,7 @@ def _headline(store: Store, run: dict) -> dict:
                                "ci_low": f.get("ci_low"), "ci_high": f.get("ci_high"),
                                "p_holm": f.get("p_holm")}
     out["status"] = rep.get("status", run["status"])
+    out["n_finished"] = rep.get("n_finished")
     out["comparison_kind"] = rep.get("comparison_kind")
     out["claim_licensed"] = (rep.get("claim") or {}).get("licensed")
     out["gate"] = (rep.get("gate") or {}).get("decision")
@@ -169,10 +170,16 @@ def compare_runs(store: Store, run1: str, run2: str, reports: tuple[dict, dict] 
     rep1, rep2 = reports or (build_any(store, r1).as_dict(), build_any(store, r2).as_dict())
     by1 = {r["case_id"]: r for r in rep1["per_case"]}
     by2 = {r["case_id"]: r for r in rep2["per_case"]}
-    ids = set(by1) & set(by2) if mixed else set(by1) | set(by2)
-    if mixed and not ids:
+    common = set(by1) & set(by2) if mixed else set(by1) | set(by2)
+    if mixed and not common:
         raise UserError(f"the frozen and the live run have no case id in common ({run1}: "
                         f"{r1['fixture_name']}, {run2}: {r2['fixture_name']})")
+    # only cases both runs finished are lined up: an unfinished case has no outcome to compare
+    # (counting it would call every case of an unfinished run "changed")
+    ids = {c for c in common if (by1.get(c) or {}).get("finished") and
+           (by2.get(c) or {}).get("finished")}
+    left_out = {"run_1": sorted(c for c in common if not (by1.get(c) or {}).get("finished")),
+                "run_2": sorted(c for c in common if not (by2.get(c) or {}).get("finished"))}
     cases = []
     for cid in sorted(ids):
         a, b = by1.get(cid, {}), by2.get(cid, {})
@@ -203,6 +210,9 @@ def compare_runs(store: Store, run1: str, run2: str, reports: tuple[dict, dict] 
             "only_1": sorted(set(by1) - ids), "only_2": sorted(set(by2) - ids),
             "run_1": side(r1, rep1), "run_2": side(r2, rep2),
             "same_variants": same, "n_cases": len(cases),
+            "left_out": {"n": len(common) - len(ids), **left_out,
+                         "note": "cases unfinished in either run are left out: only cases "
+                                 "both runs finished are compared"},
             "flipped": [c["case_id"] for c in cases if c["flipped"]], "cases": cases}
 
 
@@ -228,4 +238,9 @@ def compare_table(cmp: dict, *, changed_only: bool = False) -> str:
         else "(no case changed)"
     tail = (f"flipped: {len(cmp['flipped'])} of {cmp['n_cases']}"
             + (f" ({', '.join(cmp['flipped'])})" if cmp["flipped"] else ""))
+    lo = cmp.get("left_out") or {}
+    if lo.get("n"):
+        tail += (f"\nleft out: {lo['n']} case(s) unfinished in either run (run 1: "
+                 f"{len(lo['run_1'])}, run 2: {len(lo['run_2'])}); only cases both runs "
+                 "finished are compared")
     return "\n".join(head) + "\n\n" + body + "\n\n" + tail

@@ -16,13 +16,14 @@ import sys
 import time
 from array import array
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from .config import LoadedConfig
-from .errors import IncompleteError, UserError
+from .errors import IncompleteError, RunStopped, UserError
 from .fixtures import Fixture, load_fixture
 from .shapes import Case, ModelSpec, Variant
 from .variants import (LoadedVariant, load_variant, messages_sha256, render_context,
@@ -383,7 +384,10 @@ def start_run(lc: LoadedConfig, store: Store, plan: RunPlan, *, run_id: str | No
             "input_budget": plan.input_budget, "token_method": plan.token_method,
             "self_judge": plan.self_judge, "judges": lc.config.judges,
             "conformance_rubric": conformance_rubric(plan.a.variant, plan.b.variant),
-            "python": sys.version.split()[0]}
+            "python": sys.version.split()[0],
+            # what the resume command needs to work from any folder (runs.resume_hint)
+            "cwd": str(Path.cwd().resolve()),
+            "config_path": str(lc.path.resolve()) if lc.path is not None else None}
     if shard:
         info["shard"] = list(shard)
     store.create_run({
@@ -392,8 +396,8 @@ def start_run(lc: LoadedConfig, store: Store, plan: RunPlan, *, run_id: str | No
         "corpus_version": plan.fixture.manifest.corpus_version,
         "retriever": plan.fixture.manifest.retriever, "n_cases": len(plan.fixture),
         "variant_a_name": plan.a.name, "variant_a_sha256": plan.a.sha256,
-        "variant_a_path": str(plan.a.path), "variant_b_name": plan.b.name,
-        "variant_b_sha256": plan.b.sha256, "variant_b_path": str(plan.b.path),
+        "variant_a_path": str(plan.a.path.resolve()), "variant_b_name": plan.b.name,
+        "variant_b_sha256": plan.b.sha256, "variant_b_path": str(plan.b.path.resolve()),
         "generator_model": plan.gen_a.model if plan.gen_a.model == plan.gen_b.model
         else f"{plan.gen_a.model} | {plan.gen_b.model}",
         "judge_model": plan.judge.model, "comparison_kind": plan.comparison_kind,
@@ -628,48 +632,66 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
             if case is not None:
                 pending[pool.submit(process_case, gw, lc, store, run_id, plan, case, inner)] = case
 
-        for _ in range(2 * workers):
-            submit_next()
-        while pending:
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                case = pending.pop(fut)
-                waiting = False
-                try:
-                    oc = fut.result()
-                except ModelDriftError as exc:
-                    drift.append(str(exc))
-                    oc = CaseOutcome(case.id, [str(exc)])
-                except BudgetExceeded as exc:
-                    oc = CaseOutcome(case.id, [str(exc)])
-                except Deferred:   # waits for this pass's batch: neither done nor unfinished
-                    oc, waiting = CaseOutcome(case.id), True
-                    n_waiting += 1
-                # after drift no new case starts (its answers would not compare), nor after
-                # the budget stopped a call
-                if not drift and not (budget and budget.stopped):
-                    submit_next()
-                done += 1
-                if oc.errors:
-                    unfinished.append(case.id)
-                if progress:
-                    status = "ok" if not oc.errors else f"INCOMPLETE ({oc.errors[0][:80]})"
-                    if waiting:
-                        status = "waiting for a batch"
-                    progress(f"[{done}/{n_todo}] {case.id}: {status}")
-                    if time.monotonic() - last_rates >= STATUS_EVERY_S:
-                        last_rates = time.monotonic()
-                        for line in gw.rate_lines():
-                            progress(f"rate: {line}")
+        try:
+            for _ in range(2 * workers):
+                submit_next()
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    case = pending.pop(fut)
+                    waiting = False
+                    try:
+                        oc = fut.result()
+                    except ModelDriftError as exc:
+                        drift.append(str(exc))
+                        oc = CaseOutcome(case.id, [str(exc)])
+                    except BudgetExceeded as exc:
+                        oc = CaseOutcome(case.id, [str(exc)])
+                    except Deferred:   # waits for this pass's batch: neither done nor unfinished
+                        oc, waiting = CaseOutcome(case.id), True
+                        n_waiting += 1
+                    # after drift no new case starts (its answers would not compare), nor after
+                    # the budget stopped a call, nor once a model is unreachable (its calls fail)
+                    if not drift and not (budget and budget.stopped) and gw.unreachable() is None:
+                        submit_next()
+                    done += 1
+                    if oc.errors:
+                        unfinished.append(case.id)
+                    if progress:
+                        status = "ok" if not oc.errors else f"INCOMPLETE ({oc.errors[0][:80]})"
+                        if waiting:
+                            status = "waiting for a batch"
+                        progress(f"[{done}/{n_todo}] {case.id}: {status}")
+                        if time.monotonic() - last_rates >= STATUS_EVERY_S:
+                            last_rates = time.monotonic()
+                            for line in gw.rate_lines():
+                                progress(f"rate: {line}")
+        except BaseException:   # Ctrl-C or SIGTERM (runner.run records "stopped")
+            # calls in flight end at their next provider call; queued cases never start
+            gw.stop()
+            for fut in pending:
+                fut.cancel()
+            raise
     if progress:   # each model's rates, waits on its limit and 429s, as the run ended
         for line in gw.rate_lines():
             progress(f"rate: {line}")
-    if cfg.judge_repeats and "pairwise" in cfg.judges and not n_waiting:
+    dead = gw.unreachable()
+    if cfg.judge_repeats and "pairwise" in cfg.judges and not n_waiting and dead is None:
         _judge_repeats(gw, lc, store, run_id, plan, set(unfinished), progress)
     if drift:
         mark_incomplete(store, run_id)
         raise IncompleteError(f"{drift[0]}; the run stops here, incomplete: start a new run once "
                               "the provider serves one version (pin a dated model name)")
+    if dead is not None:   # one line: the model, its endpoint, the error (never a key)
+        from .llm import ProviderUnreachable
+
+        mark_incomplete(store, run_id)
+        from .runs import resume_hint
+
+        hint = resume_hint(store.get_run(run_id) or {"run_id": run_id})
+        raise ProviderUnreachable(dead.model, dead.api_base, dead.reason,
+                                  then=f"the run stops here, incomplete; finished work is kept: "
+                                  f"`{hint} --retry-errors` goes on once it answers") from None
     if budget is not None:
         info = json.loads((store.get_run(run_id) or {}).get("info_json") or "{}")
         info["budget"] = {"max_usd": budget.max_usd, "spent_usd": round(budget.spent_usd, 6),
@@ -700,13 +722,19 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
         raise BatchPending(f"waiting for {len(batch_ids)} batch(es) at the provider "
                            f"({', '.join(batch_ids)}; {len(queue)} request(s)); `abtest run "
                            f"--run-id {run_id} --resume --batch` collects them and goes on")
-    status = "complete" if not unfinished else "incomplete"
+    # complete by the one rule (runstate): every case of this run (its shard's) finished
+    from .runstate import run_progress
+
+    prog = run_progress(store, store.get_run(run_id) or {"run_id": run_id, "status": "running"},
+                        writing=None)
+    left = sorted(c for c in prog.unfinished if c in mine)
+    status = "complete" if not left else "incomplete"
     store.update_run(run_id, status=status,
                      finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
     st = gw.stats
     total_calls = store.count_distinct_calls(run_id)
     n_all = len(mine)
-    return RunResult(run_id, status, n_all, sorted(unfinished), st.provider_calls,
+    return RunResult(run_id, status, n_all, left, st.provider_calls,
                      st.cache_hits, time.monotonic() - t0, plan.comparison_kind,
                      round(total_calls / n_all, 2) if n_all else 0.0)
 
@@ -736,30 +764,77 @@ def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: b
             progress("batch: calls to " + ", ".join(sorted({s.model for s in batched}))
                      + " go in provider batches; other calls are made directly")
     store = Store(lc.store_path)
+    rid = None
     try:
         rid = start_run(lc, store, plan, run_id=run_id, resume=resume, shard=shard,
                         batch=batch)
-        if progress:
-            progress(f"run {rid}: {len(plan.fixture)} cases, A={plan.a.name} B={plan.b.name}, "
-                     f"generator {plan.gen_a.model}, judge {plan.judge.model}"
-                     + (f" [{plan.comparison_kind}]" if plan.comparison_kind != "prompt" else ""))
-        stale = stale_note(plan.fixture)
-        if progress and stale:
-            progress(f"warning: {stale}")
-        mn = claim_minimum_n(lc, plan)
-        if progress and not mn["can_license"]:
-            progress(f"note: {mn['text']} (docs/STATISTICS.md)")
-        skip = errored_cases(store, rid) if resume and not retry_errors else set()
-        if progress and shard:
-            progress(f"shard {shard[0]}/{shard[1]}: this run does its slice of the cases; "
-                     "`abtest merge` the shards into one run for the report")
-        if not batch:
-            return execute(lc, store, plan, rid, progress=progress, skip=skip,
-                           max_cost_usd=max_cost_usd, shard=shard)
-        return _batch_passes(lc, store, plan, rid, skip=skip, wait=wait, progress=progress,
-                             max_cost_usd=max_cost_usd, shard=shard)
+        with stop_on_sigterm():
+            return _run_started(lc, store, plan, rid, resume=resume, retry_errors=retry_errors,
+                                progress=progress, max_cost_usd=max_cost_usd, shard=shard,
+                                batch=batch, wait=wait)
+    except KeyboardInterrupt as exc:   # Ctrl-C, or SIGTERM through stop_on_sigterm
+        if rid is None or isinstance(exc, RunStopped):
+            raise
+        # the workers have stopped (the pools were shut down on the way out): record it
+        store.update_run(rid, status="stopped",
+                         finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
+        from .runs import resume_hint
+
+        run_row = store.get_run(rid) or {"run_id": rid}
+        raise RunStopped(rid, "SIGTERM" if isinstance(exc, _Terminated) else "SIGINT",
+                         resume_hint(run_row)) from None
     finally:
         store.close()
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so a run stops as on Ctrl-C."""
+
+
+@contextmanager
+def stop_on_sigterm():
+    """While a run writes, SIGTERM stops it the way Ctrl-C does (its state is recorded as
+    "stopped"); Python's default would end the process with the run left "running". Only
+    the main thread can take signals: elsewhere (a worker thread) nothing changes."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum, frame):
+        raise _Terminated()
+
+    before = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _run_started(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *, resume: bool,
+                 retry_errors: bool, progress: Progress | None, max_cost_usd: float | None,
+                 shard: tuple[int, int] | None, batch: bool, wait: bool) -> RunResult:
+    if progress:
+        progress(f"run {rid}: {len(plan.fixture)} cases, A={plan.a.name} B={plan.b.name}, "
+                 f"generator {plan.gen_a.model}, judge {plan.judge.model}"
+                 + (f" [{plan.comparison_kind}]" if plan.comparison_kind != "prompt" else ""))
+    stale = stale_note(plan.fixture)
+    if progress and stale:
+        progress(f"warning: {stale}")
+    mn = claim_minimum_n(lc, plan)
+    if progress and not mn["can_license"]:
+        progress(f"note: {mn['text']} (docs/STATISTICS.md)")
+    skip = errored_cases(store, rid) if resume and not retry_errors else set()
+    if progress and shard:
+        progress(f"shard {shard[0]}/{shard[1]}: this run does its slice of the cases; "
+                 "`abtest merge` the shards into one run for the report")
+    if not batch:
+        return execute(lc, store, plan, rid, progress=progress, skip=skip,
+                       max_cost_usd=max_cost_usd, shard=shard)
+    return _batch_passes(lc, store, plan, rid, skip=skip, wait=wait, progress=progress,
+                         max_cost_usd=max_cost_usd, shard=shard)
 
 
 def _batch_passes(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *, skip: set[str],

@@ -26,32 +26,46 @@ def load_run(store: Store, run_id: str) -> dict:
 
 
 def activity(store: Store, run: dict, writing: set[str] | None | Literal[False] = False) -> str:
-    """What a run is doing now: its stored status, except that a run stored as "running" is
-    running only while a live process writes it. One whose process died (kill -9, a crash,
-    a machine restart) is "interrupted": `--resume` continues it. A running run must never be
-    told to resume (that would start a second writer)."""
-    if run["status"] != "running":
-        return run["status"]
-    if writing is False:   # not given (a caller over many runs asks the store once)
-        writing = store.writing_runs()
-    return "running" if writing is None or run["run_id"] in writing else "interrupted"
+    """What a run is doing now (runstate.state_of): running only while a live process writes
+    it; interrupted when that process died; stopped, incomplete or complete as it ended."""
+    from .runstate import state_of
+
+    return state_of(store, run, writing)
 
 
 def resume_hint(run: dict, batch: bool = False) -> str:
-    """The command that continues this run (its id, fixture and variants as stored; with
-    --batch when provider batches are out)."""
+    """The command that continues this run, pasteable from any folder: absolute fixture and
+    variant paths, the config file the run was started with (which names its store), or,
+    when it ran on defaults (the store under the folder it started in), a `cd` there first;
+    every word shell-quoted; --shard and --batch as the run needs them."""
     from shlex import quote
 
     info = json.loads(run.get("info_json") or "{}")
     if run.get("kind") == "live":
         return f"abtest live … --run-id {quote(run['run_id'])} --resume"
-    parts = ["abtest run", "--fixture", quote(str(run.get("fixture_path") or "…")),
-             "--a", quote(str(run.get("variant_a_path") or "…")),
-             "--b", quote(str(run.get("variant_b_path") or "…")),
-             "--run-id", quote(run["run_id"]), "--resume"]
+    cwd = info.get("cwd")
+
+    def absolute(p: object) -> str:
+        if not p:
+            return "…"
+        path = Path(str(p))
+        if not path.is_absolute() and cwd:
+            path = Path(cwd) / path
+        return quote(str(path))
+
+    parts = []
+    cfg = info.get("config_path")
+    if not cfg and cwd:   # defaults: the store is results/ under the folder it started in
+        parts += ["cd", quote(cwd), "&&"]
+    parts += ["abtest", "run", "--fixture", absolute(run.get("fixture_path")),
+              "--a", absolute(run.get("variant_a_path")),
+              "--b", absolute(run.get("variant_b_path"))]
+    if cfg:
+        parts += ["--config", quote(cfg)]
+    parts += ["--run-id", quote(run["run_id"]), "--resume"]
     shard = info.get("shard")
     if shard:
-        parts.append(f"--shard {shard[0]}/{shard[1]}")
+        parts += ["--shard", f"{int(shard[0])}/{int(shard[1])}"]
     if batch:
         parts.append("--batch")
     return " ".join(parts)
@@ -131,16 +145,7 @@ def pairwise_verdicts(store: Store, run_id: str) -> dict[str, tuple[str | None, 
 
 
 def finished_cases(store: Store, run_id: str) -> set[str]:
-    """Cases the report scores: both answers generated and no generation/judge error."""
-    gens = store.generations(run_id, exclude=("messages_json",))
-    have: dict[str, set[str]] = defaultdict(set)
-    bad: set[str] = set()
-    for g in gens:
-        have[g["case_id"]].add(g["variant"])
-        if g["error"]:
-            bad.add(g["case_id"])
-    for j in store.judgments(run_id):
-        if j["sample"] == 0 and j["error"]:
-            bad.add(j["case_id"])
-    return {cid for cid, vs in have.items() if {"A", "B"} <= vs and cid not in bad}
+    """Cases the report scores, by the one rule (runstate.run_progress)."""
+    from .runstate import run_progress
 
+    return set(run_progress(store, load_run(store, run_id)).finished)

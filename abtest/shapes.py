@@ -35,6 +35,12 @@ class Chunk(Strict):
         return v
 
 
+def _group_text(v: str | None) -> str | None:
+    if v is not None and not v.strip():
+        raise ValueError("group is empty (leave it out for a case of its own)")
+    return v
+
+
 class Case(Strict):
     """One frozen question with the exact context retrieval returned for it."""
 
@@ -55,6 +61,9 @@ class Case(Strict):
     search_terms: str | None = None
     retrieval_scores: list[float] | None = None
     draft: bool | None = None
+    group: str | None = Field(default=None, description=(
+        "cases that are not independent draws share a group (one source document, one "
+        "session); abtest.groups decides groups from it (docs/DESIGN.md)"))
     meta: dict[str, Any] | None = Field(default=None, description="provenance, free-form")
 
     @field_validator("question")
@@ -63,6 +72,11 @@ class Case(Strict):
         if not v.strip():
             raise ValueError("question is empty")
         return v
+
+    @field_validator("group")
+    @classmethod
+    def _group_nonblank(cls, v: str | None) -> str | None:
+        return _group_text(v)
 
     @model_validator(mode="after")
     def _unique_chunks(self) -> "Case":
@@ -91,6 +105,7 @@ class Question(BaseModel):
     must_not_say: list[str] | None = None
     tags: list[str] | None = None
     draft: bool | None = None
+    group: str | None = None
 
     @field_validator("question")
     @classmethod
@@ -99,9 +114,14 @@ class Question(BaseModel):
             raise ValueError("question is empty")
         return v
 
+    @field_validator("group")
+    @classmethod
+    def _group_nonblank(cls, v: str | None) -> str | None:
+        return _group_text(v)
+
     def golden_fields(self) -> dict[str, Any]:
         keep = ("category", "reference_answer", "key_points", "relevant_chunk_ids",
-                "expected_citations", "must_not_say", "tags", "draft")
+                "expected_citations", "must_not_say", "tags", "draft", "group")
         return {k: getattr(self, k) for k in keep if getattr(self, k) is not None}
 
 
@@ -286,6 +306,9 @@ class Config(Strict):
         "hard budget per run: stop before the call that could cross it (--max-cost wins)"))
     batch_poll_s: float = Field(default=30.0, gt=0, le=3600, description=(
         "run --batch: seconds between looks at the provider's batches"))
+    group_by: str | None = Field(default=None, description=(
+        "what makes cases one group besides repeats: a case field, meta.KEY or document "
+        "(the chunk ids' source document); default the cases' own `group` (abtest.groups)"))
 
     @model_validator(mode="after")
     def _limits_on_chat_models(self) -> "Config":
@@ -302,6 +325,14 @@ class Config(Strict):
             m = self.noninferiority_margin
             self.margins = Margins(coverage=m, abstention_answerable=m)
         return self
+
+    @field_validator("group_by")
+    @classmethod
+    def _groupable(cls, v: str | None) -> str | None:
+        from .groups import parse_group_by
+
+        parse_group_by(v)   # a ValueError saying what can be grouped by
+        return v
 
     @field_validator("judges")
     @classmethod

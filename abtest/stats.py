@@ -37,6 +37,11 @@ __all__ = [
     "position_consistency", "pairwise_outcome", "pairwise_outcomes", "required_n",
     "mde_paired_t", "power_paired_t", "power_two_sample_t", "n_mcnemar_connor",
     "bootstrap_mean_diff_ci", "summary", "noninferiority_paired_t",
+    "ClusteredTResult", "ClusteredNonInferiorityResult", "ClusteredMcNemarResult",
+    "ClusteredSignResult", "clustered_paired_t", "noninferiority_clustered_t",
+    "clustered_mcnemar", "clustered_sign_test", "rao_scott_tango_ci",
+    "cluster_bootstrap_mean_diff_ci", "group_means", "kish_units", "mde_clustered_t",
+    "ClusteredMDEResult",
 ]
 
 Verdict = Literal["A", "B", "tie"] | None
@@ -517,7 +522,7 @@ def _table(n11, n10, n01, n00) -> tuple[int, int, int, int, int]:
     return (c11, c10, c01, c00, c11 + c10 + c01 + c00)
 
 
-def _tango_z(n10: int, n01: int, n: int, delta: float) -> float:
+def _tango_z(n10: float, n01: float, n: float, delta: float) -> float:
     """Tango (1998) score statistic at H0: p10 - p01 = delta, using the constrained
     MLE of p01. Non-finite values are clamped so root finding stays well defined."""
     A = 2.0 * n
@@ -539,6 +544,13 @@ def tango_ci(n11: int, n10: int, n01: int, n00: int, conf_level: float = 0.95) -
     n11, n10, n01, n00, n = _table(n11, n10, n01, n00)
     if n == 0:
         return PairedPropCI(0, None, None, None, conf_level, "tango")
+    est, low, high = _tango_limits(n10, n01, n, conf_level)
+    return PairedPropCI(n, est, low, high, conf_level, "tango")
+
+
+def _tango_limits(n10: float, n01: float, n: float, conf_level: float) -> tuple[float, float, float]:
+    """(estimate, low, high) of the Tango interval; counts may be fractional (the Rao-Scott
+    effective table of a clustered design, `rao_scott_tango_ci`)."""
     z = float(st.norm.ppf(1.0 - _alpha(conf_level) / 2.0))
     est = (n10 - n01) / n
     # z(delta) decreases in delta; lower limit solves z = +zc, upper solves z = -zc.
@@ -547,7 +559,7 @@ def tango_ci(n11: int, n10: int, n01: int, n00: int, conf_level: float = 0.95) -
     f_hi = lambda dl: _tango_z(n10, n01, n, dl) + z  # noqa: E731
     low = lo_end if f_lo(lo_end) <= 0 else optimize.brentq(f_lo, lo_end, est, xtol=1e-12)
     high = hi_end if f_hi(hi_end) >= 0 else optimize.brentq(f_hi, est, hi_end, xtol=1e-12)
-    return PairedPropCI(n, est, float(low), float(high), conf_level, "tango")
+    return est, float(low), float(high)
 
 
 def newcombe_ci(n11: int, n10: int, n01: int, n00: int, conf_level: float = 0.95,
@@ -691,9 +703,14 @@ def cohen_kappa_table(table, conf_level: float = 0.95, labels: tuple = ()) -> Ka
     se = _f(math.sqrt(r.var_kappa)) if r.var_kappa >= 0 else None
     z = float(st.norm.ppf(1.0 - _alpha(conf_level) / 2.0))
     lo = hi = None
-    if se is not None:
+    note = None
+    one_label = int((t.sum(0) > 0).sum()) == 1 or int((t.sum(1) > 0).sum()) == 1
+    if one_label:   # one rater used one label: kappa is 0 and its asymptotic SE degenerates
+        se = None
+        note = "one rater used a single label: no interval (its standard error is 0)"
+    elif se is not None:
         lo, hi = max(-1.0, kappa - z * se), min(1.0, kappa + z * se)
-    return KappaResult(n, kappa, kappa, po, pe, se, lo, hi, conf_level, labels)
+    return KappaResult(n, kappa, kappa, po, pe, se, lo, hi, conf_level, labels, note=note)
 
 
 def cohen_kappa(x: Sequence, y: Sequence, conf_level: float = 0.95) -> KappaResult:
@@ -799,3 +816,390 @@ def n_mcnemar_connor(p10: float, p01: float, alpha: float = 0.05, power: float =
     za, zb = st.norm.ppf(1 - alpha / 2), st.norm.ppf(power)
     n_exact = float((za * math.sqrt(psi) + zb * math.sqrt(psi - delta ** 2)) ** 2 / delta ** 2)
     return RequiredN(math.ceil(n_exact), n_exact, None, alpha, power)
+
+
+# --------------------------------------------------------------------------- §9 groups
+
+# Cases about one source document, or one question written twice, share their difficulty:
+# their paired differences are correlated and every iid test understates its variance. The
+# unit of inference is then the group (docs/STATS.md §9, docs/STATISTICS.md §10). With one
+# case per group every function below reduces to its iid counterpart's formula; the report
+# still calls the iid functions then, so their exact paths (sign test, Wilcoxon, mid-p,
+# Tango) give today's results to the last bit.
+
+def _group_index(groups: Sequence, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per case the index of its group (in order of first appearance), and the group sizes.
+    A missing label (None) is refused: it would silently put every unlabelled case in one
+    group."""
+    if len(groups) != n:
+        raise ValueError(f"groups must give one label per pair: {len(groups)} labels for {n} pairs")
+    idx: dict = {}
+    inv = np.empty(n, dtype=np.intp)
+    for i, g in enumerate(groups):
+        if g is None:
+            raise ValueError(f"pair {i} has no group label (None)")
+        inv[i] = idx.setdefault(g, len(idx))
+    return inv, np.bincount(inv, minlength=len(idx))
+
+
+def kish_units(sizes: Sequence[int]) -> float:
+    """n² / Σ n_g²: how many independent cases n cases in groups of these sizes are worth when
+    each group's cases move together (Kish's effective size of a mean weighted by n_g); G for
+    equal groups, n for singletons. A data-free worst case, so a floor built on it cannot be
+    passed by what the sample happened not to show."""
+    s = np.asarray(sizes, dtype=float)
+    tot = float(s.sum())
+    return tot * tot / float(np.sum(s * s)) if tot else 0.0
+
+
+def group_means(values: Sequence[float], groups: Sequence) -> list[float]:
+    """Per-group means, groups in order of first appearance (one value per independent unit,
+    for a Wilcoxon on groups)."""
+    x = np.asarray(values, dtype=float)
+    inv, sizes = _group_index(groups, x.size)
+    return [float(v) for v in np.bincount(inv, weights=x, minlength=sizes.size) / sizes]
+
+
+def _bm_df(sizes: np.ndarray) -> float:
+    """Bell & McCaffrey (2002) Satterthwaite df of the CR2 variance of a mean (working model:
+    independent, equal variances), in closed form: with a_g = (1 − n_g/n)^(−1/2) the variance
+    is σ²·Σλχ²₁ over the eigenvalues of W = [diag(a_g² n_g) − c cᵀ/n]/n², c_g = a_g n_g, and
+    df = tr(W)²/‖W‖²_F. Equal groups give exactly G − 1; unequal ones fewer, which keeps the
+    test's size where G − 1 exceeds it (docs/STATISTICS.md §10)."""
+    s = sizes.astype(float)
+    n = float(s.sum())
+    a2 = 1.0 / (1.0 - s / n)
+    diag = a2 * s
+    c2 = a2 * s * s
+    tr = float(diag.sum() - c2.sum() / n)
+    fro = float(np.sum(diag * diag) - 2.0 * np.sum(diag * c2) / n + c2.sum() ** 2 / n ** 2)
+    return tr * tr / fro
+
+
+def _cluster_se(d: np.ndarray, inv: np.ndarray, sizes: np.ndarray, method: str) -> float:
+    """Cluster-robust SE of mean(d) (intercept-only regression), G >= 2.
+
+    CR2 (Bell & McCaffrey 2002) in its intercept-only closed form, SE² = Σ_g S_g²/(1 − n_g/n)/n²
+    with S_g the group's residual sum; CR1 (Liang–Zeger with the G/(G−1) factor) through
+    statsmodels' cluster covariance, which is what a reader can re-run."""
+    n = d.size
+    if method == "CR2":
+        s = np.bincount(inv, weights=d - d.mean(), minlength=sizes.size)
+        return math.sqrt(float(np.sum(s * s / (1.0 - sizes / n)))) / n
+    import statsmodels.api as sm
+
+    fit = sm.OLS(d, np.ones(n)).fit(cov_type="cluster", cov_kwds={"groups": inv})
+    return float(fit.bse[0])
+
+
+def _check_method(method: str, df_method: str) -> None:
+    if method not in ("CR2", "CR1"):
+        raise ValueError(f"method must be 'CR2' or 'CR1', got {method!r}")
+    if df_method not in ("bm", "G-1"):
+        raise ValueError(f"df_method must be 'bm' or 'G-1', got {df_method!r}")
+    if method == "CR1" and df_method == "bm":
+        raise ValueError("Bell–McCaffrey df belong to CR2; use df_method='G-1' with CR1")
+
+
+@dataclass(frozen=True)
+class ClusteredTResult:
+    n: int
+    n_groups: int
+    mean_diff: float | None     # mean over cases of b - a
+    estimate: float | None      # = mean_diff
+    se: float | None            # cluster-robust (method)
+    se_iid: float | None        # sd(d)/sqrt(n), what an iid paired t uses
+    design_effect: float | None  # (se / se_iid)²; None when either is 0 or undefined
+    icc: float | None           # (DEFF − 1)/(m − 1), m = Σn_g²/n: the implied intra-group correlation
+    effective_n: float | None   # n / DEFF
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None       # two-sided, t on `df`
+    t: float | None
+    df: float | None            # Bell–McCaffrey or G − 1
+    sd_d: float | None
+    d_z: float | None           # mean(d)/sd(d), as the iid paired t reports it
+    method: str                 # CR2 | CR1
+    df_method: str              # bm | G-1
+    conf_level: float
+    note: str | None = None
+
+
+def _implied(se: float | None, se_iid: float | None, n: int, sizes: np.ndarray
+             ) -> tuple[float | None, float | None, float | None]:
+    """(design effect, implied ICC, effective N) from the two standard errors."""
+    if not se or not se_iid:
+        return None, None, None
+    deff = (se / se_iid) ** 2
+    m = float(np.sum(sizes.astype(float) ** 2)) / n
+    icc = (deff - 1.0) / (m - 1.0) if m > 1.0 else None
+    return deff, icc, n / deff
+
+
+def clustered_paired_t(a: Sequence[float], b: Sequence[float], groups: Sequence,
+                       conf_level: float = 0.95, method: str = "CR2", df_method: str = "bm",
+                       limits: tuple[float, float] | None = None) -> ClusteredTResult:
+    """Paired t on d = b - a with a cluster-robust SE: the group, not the case, is the unit.
+
+    Default CR2 with Bell–McCaffrey df (docs/STATISTICS.md §10 says why: G − 1 df with
+    unequal groups rejected 7–10 % at a nominal 5 %); method='CR1', df_method='G-1' is
+    statsmodels' cluster covariance with G − 1 df (docs/STATS.md §9's vector). With every
+    group a singleton SE = sd/√n and BM df = n − 1: the iid paired t.
+
+    Degenerate cases, as in `paired_t`: no pairs -> all None; one group -> only the
+    estimate; every group mean equal (no between-group spread, so SE = 0) -> p = 1 when that
+    mean is 0, else the exact sign test on the G same-signed group means, 2·0.5^G, with a
+    zero-width CI.
+    """
+    _check_method(method, df_method)
+    alpha_ = _alpha(conf_level)
+    d = _diffs(a, b)
+    inv, sizes = _group_index(groups, d.size)
+    n, g = d.size, sizes.size
+    if n == 0:
+        return ClusteredTResult(0, 0, None, None, None, None, None, None, None, None, None, None,
+                                None, None, None, None, method, df_method, conf_level,
+                                note="no pairs")
+    mean = float(d.mean())
+    sd = float(d.std(ddof=1)) if n > 1 else None
+    se_iid = sd / math.sqrt(n) if sd is not None else None
+    d_z = mean / sd if sd else None
+    if g == 1:
+        return ClusteredTResult(n, 1, mean, mean, None, se_iid, None, None, None, None, None, None,
+                                None, None, sd, d_z, method, df_method, conf_level,
+                                note="one group: no between-group variance, test undefined")
+    gm = np.bincount(inv, weights=d, minlength=g) / sizes
+    df = float(g - 1) if df_method == "G-1" else _bm_df(sizes)
+    if _flat(gm):
+        if abs(mean) <= 1e-12:
+            return ClusteredTResult(n, g, 0.0, 0.0, 0.0, se_iid, None, None, None, 0.0, 0.0, 1.0,
+                                    0.0, df, sd, d_z, method, df_method, conf_level,
+                                    note="every group's mean difference is zero: no difference "
+                                         "observable")
+        p = float(st.binomtest(g, g, 0.5).pvalue)
+        c = _clip(mean, limits)
+        return ClusteredTResult(n, g, mean, mean, 0.0, se_iid, None, None, None, c, c, p, None, df,
+                                sd, d_z, method, df_method, conf_level,
+                                note="every group's mean difference is equal and non-zero: no "
+                                     "between-group variance, so the t statistic is undefined; "
+                                     f"p is the exact sign test on the {g} same-signed groups")
+    se = _cluster_se(d, inv, sizes, method)
+    deff, icc, n_eff = _implied(se, se_iid, n, sizes)
+    t = mean / se
+    p = float(2.0 * st.t.sf(abs(t), df))
+    q = float(st.t.ppf(1.0 - alpha_ / 2.0, df))
+    return ClusteredTResult(n, g, mean, mean, se, se_iid, deff, icc, n_eff,
+                            _clip(mean - q * se, limits), _clip(mean + q * se, limits), p, t, df,
+                            sd, d_z, method, df_method, conf_level)
+
+
+@dataclass(frozen=True)
+class ClusteredNonInferiorityResult:
+    n: int
+    n_groups: int
+    margin: float
+    alpha: float
+    estimate: float | None
+    ci_low: float | None        # two-sided (1 - 2 alpha), cluster-robust
+    ci_high: float | None
+    p_value: float | None       # one-sided, H1: mean(b - a) > -margin
+    t: float | None
+    df: float | None
+    se: float | None
+    noninferior: bool
+    note: str | None = None
+
+
+def noninferiority_clustered_t(a: Sequence[float], b: Sequence[float], groups: Sequence,
+                               margin: float, alpha: float = 0.05, method: str = "CR2",
+                               df_method: str = "bm") -> ClusteredNonInferiorityResult:
+    """`noninferiority_paired_t` with the group as the unit: the lower (1 − 2α) limit of the
+    cluster-robust interval must exceed −margin. Every group mean equal (no between-group
+    spread) -> the one-sided sign test on the G groups, 0.5^G when that mean is above
+    −margin. The floor on how many groups a margin needs is the caller's policy
+    (abtest.reporting.metrics), not this test's."""
+    if margin < 0:
+        raise ValueError("margin must be >= 0 (it is the tolerated loss, on the metric's scale)")
+    _check_method(method, df_method)
+    d = _diffs(a, b)
+    inv, sizes = _group_index(groups, d.size)
+    n, g = d.size, sizes.size
+    if n < 2 or g < 2:
+        mean = float(d.mean()) if n else None
+        return ClusteredNonInferiorityResult(n, g, margin, alpha, mean, None, None, None, None,
+                                             None, None, False,
+                                             note="fewer than 2 groups: test undefined")
+    mean = float(d.mean())
+    gm = np.bincount(inv, weights=d, minlength=g) / sizes
+    df = float(g - 1) if df_method == "G-1" else _bm_df(sizes)
+    if _flat(gm):
+        p = 0.5 ** g if mean > -margin + 1e-12 else 1.0
+        return ClusteredNonInferiorityResult(
+            n, g, margin, alpha, mean, mean, mean, p, None, df, 0.0, bool(p < alpha),
+            note="every group's mean difference is equal: no between-group variance, the t "
+                 "statistic is undefined; p is the one-sided sign test on the groups")
+    se = _cluster_se(d, inv, sizes, method)
+    t = (mean + margin) / se
+    q = float(st.t.ppf(1.0 - alpha, df))
+    lo, hi = mean - q * se, mean + q * se
+    return ClusteredNonInferiorityResult(n, g, margin, alpha, mean, lo, hi,
+                                         float(st.t.sf(t, df)), t, df, se, bool(lo > -margin))
+
+
+@dataclass(frozen=True)
+class ClusteredMcNemarResult:
+    b: int                      # discordant: first (row) condition only, summed over groups
+    c: int                      # discordant: second (column) condition only
+    n_groups: int
+    statistic: float | None     # Durkalski X², 1 df; None when b + c = 0
+    p_value: float
+    design_effect: float | None  # Σ(b_g − c_g)² / (b + c): cluster over iid variance of b − c
+    note: str | None = None
+
+
+def clustered_mcnemar(b_g: Sequence[int], c_g: Sequence[int]) -> ClusteredMcNemarResult:
+    """Durkalski et al. (Stat Med 2003) McNemar for clustered pairs:
+    X² = (Σb_g − Σc_g)² / Σ_g (b_g − c_g)², 1 df. With every group one pair it is McNemar's
+    (b − c)²/(b + c). Its variance is estimated from the groups' own imbalances, so it needs
+    no intra-group correlation model; with few discordant groups it is conservative
+    (docs/STATISTICS.md §10)."""
+    if len(b_g) != len(c_g):
+        raise ValueError("b_g and c_g must give one count per group")
+    bs = [_count("b_g", v) for v in b_g]
+    cs = [_count("c_g", v) for v in c_g]
+    b, c, g = sum(bs), sum(cs), len(bs)
+    if b + c == 0:
+        return ClusteredMcNemarResult(b, c, g, None, 1.0, None,
+                                      note="no discordant pairs: no difference observable")
+    den = float(sum((x - y) ** 2 for x, y in zip(bs, cs)))
+    deff = den / (b + c)
+    if den == 0.0:  # every group balanced, so b == c
+        return ClusteredMcNemarResult(b, c, g, 0.0, 1.0, deff,
+                                      note="every group's discordant pairs balance: no difference")
+    stat = (b - c) ** 2 / den
+    return ClusteredMcNemarResult(b, c, g, stat, float(st.chi2.sf(stat, 1)), deff)
+
+
+@dataclass(frozen=True)
+class ClusteredSignResult:
+    n: int                      # cases
+    n_groups: int
+    wins: int                   # cases B won (w = +1)
+    losses: int                 # cases A won (w = -1)
+    ties: int
+    group_wins: int             # groups whose votes sum > 0
+    group_losses: int           # groups whose votes sum < 0
+    group_ties: int             # groups whose votes sum to 0
+    p_value: float              # exact two-sided sign test on the decisive groups
+    midp: float
+    estimate: float             # group_wins / decisive groups; 0.5 when none
+    ci_low: float | None        # Wilson over decisive groups
+    ci_high: float | None
+    chi2: float | None          # (Σw)² / Σ_g (Σ_{i∈g} w_i)², 1 df (Durkalski's form)
+    p_chi2: float | None
+    design_effect: float | None  # Σ_g s_g² / Σ w_i²
+    conf_level: float
+    note: str | None = None
+
+
+def clustered_sign_test(w: Sequence[int], groups: Sequence,
+                        conf_level: float = 0.95) -> ClusteredSignResult:
+    """Pairwise preference with the group as the unit: each group votes with the sign of its
+    summed per-case outcomes w ∈ {+1 B won, −1 A won, 0 no preference}, and the exact sign
+    test runs on the decisive groups. It stays exact at any number of groups, and with one
+    case per group it is `sign_test` itself. Durkalski's form of the same data (chi2) is
+    returned as a secondary check."""
+    x = np.asarray(w, dtype=float)
+    if x.ndim != 1 or not np.all(np.isin(x, (-1.0, 0.0, 1.0))):
+        raise ValueError("w must be +1 (B won), -1 (A won) or 0 (no preference) per case")
+    inv, sizes = _group_index(groups, x.size)
+    s = np.bincount(inv, weights=x, minlength=sizes.size)
+    gw, gl = int(np.sum(s > 0)), int(np.sum(s < 0))
+    sign = sign_test(gw, gl, conf_level=conf_level)
+    den = float(np.sum(s * s))
+    chi2 = p_chi2 = deff = None
+    if den > 0:
+        chi2 = float(x.sum()) ** 2 / den
+        p_chi2 = float(st.chi2.sf(chi2, 1))
+        deff = den / float(np.sum(x * x))
+    return ClusteredSignResult(int(x.size), int(sizes.size), int(np.sum(x > 0)), int(np.sum(x < 0)),
+                               int(np.sum(x == 0)), gw, gl, int(sizes.size) - gw - gl,
+                               sign.p_value, sign.midp, sign.estimate, sign.ci_low, sign.ci_high,
+                               chi2, p_chi2, deff, conf_level, note=sign.note)
+
+
+def rao_scott_tango_ci(n11: int, n10: int, n01: int, n00: int, design_effect: float,
+                       conf_level: float = 0.95) -> PairedPropCI:
+    """Tango's interval on the Rao–Scott effective table: every cell divided by the design
+    effect (Rao & Scott, JASA 1992: clustered counts behave like independent counts of
+    n/DEFF). DEFF = 1 is `tango_ci`; which DEFF to use is the caller's (see
+    abtest.reporting.metrics.binary: Durkalski's ratio, or the worst case without
+    discordant pairs)."""
+    n11, n10, n01, n00, n = _table(n11, n10, n01, n00)
+    if not design_effect > 0:
+        raise ValueError(f"design_effect must be > 0, got {design_effect!r}")
+    if n == 0:
+        return PairedPropCI(0, None, None, None, conf_level, "tango (Rao–Scott)")
+    k = float(design_effect)
+    est, low, high = _tango_limits(n10 / k, n01 / k, n / k, conf_level)
+    return PairedPropCI(n, (n10 - n01) / n, low, high, conf_level, "tango (Rao–Scott)")
+
+
+def cluster_bootstrap_mean_diff_ci(a: Sequence[float], b: Sequence[float], groups: Sequence,
+                                   n_boot: int = 5000, seed: int = 0, conf_level: float = 0.95
+                                   ) -> BootstrapCI:
+    """Percentile bootstrap of mean(b − a) resampling whole groups (the ratio Σ sums / Σ sizes
+    of the drawn groups), the clustered counterpart of `bootstrap_mean_diff_ci`: a small-G
+    sensitivity check, seeded."""
+    d = _diffs(a, b)
+    inv, sizes = _group_index(groups, d.size)
+    g = sizes.size
+    if g < 2:
+        return BootstrapCI(d.size, float(d.mean()) if d.size else None, None, None, conf_level,
+                           n_boot, seed, "cluster percentile", note="fewer than 2 groups")
+    mean = float(d.mean())
+    sums = np.bincount(inv, weights=d, minlength=g)
+    if _flat(sums / sizes):
+        return BootstrapCI(d.size, mean, mean, mean, conf_level, n_boot, seed,
+                           "cluster percentile", note="every group mean equal: zero-width interval")
+    rng = np.random.default_rng(seed)
+    draw = rng.integers(0, g, size=(n_boot, g))
+    stats_ = sums[draw].sum(axis=1) / sizes[draw].sum(axis=1)
+    a_ = _alpha(conf_level)
+    lo, hi = np.quantile(stats_, [a_ / 2.0, 1.0 - a_ / 2.0])
+    return BootstrapCI(d.size, mean, float(lo), float(hi), conf_level, n_boot, seed,
+                       "cluster percentile")
+
+
+@dataclass(frozen=True)
+class ClusteredMDEResult:
+    effective_n: float
+    df: float
+    d_z: float                  # detectable mean difference / sd_d
+    mde: float | None           # on the metric's scale
+    sd_d: float | None
+    alpha: float
+    power: float
+
+
+def mde_clustered_t(effective_n: float, df: float, sd_d: float | None = None, alpha: float = 0.05,
+                    power: float = 0.8) -> ClusteredMDEResult:
+    """Smallest mean difference a cluster-robust t detects with `power`: noncentrality
+    d_z·√(effective N) on the test's own df (n/DEFF cases are worth no more than that, and
+    the t is read on G − 1 or BM df, not n − 1)."""
+    if effective_n <= 1 or df <= 0:
+        raise ValueError("need an effective N above 1 and positive df")
+    crit = float(st.t.isf(alpha / 2.0, df))
+
+    def gap(nc: float) -> float:
+        # two-sided noncentral-t power; scipy's nct turns NaN far in the tail, where it is 1
+        p = float(st.nct.sf(crit, df, nc) + st.nct.cdf(-crit, df, nc))
+        return (p if math.isfinite(p) else 1.0) - power
+
+    hi = 4.0
+    while gap(hi) < 0:
+        hi *= 2.0
+    nc = float(optimize.brentq(gap, 0.0, hi, xtol=1e-12))
+    dz = nc / math.sqrt(effective_n)
+    return ClusteredMDEResult(float(effective_n), float(df), dz,
+                              dz * sd_d if sd_d is not None else None, sd_d, alpha, power)

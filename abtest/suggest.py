@@ -337,7 +337,7 @@ def suggest_edits(lc, store: Store, run_id: str, *, variant: str = "B",
                               "nothing was written")
     assert value is not None
     old_text = base_path.read_text(encoding="utf-8")
-    diff = unified_diff(old_text, text, str(base_path), str(target))
+    diff = unified_diff(old_text, text, _shown(base_path), _shown(target))
     old_t = base.variant.system + "\n" + base.variant.user
     new_t = value.system + "\n" + value.user
     similarity = difflib.SequenceMatcher(None, old_t, new_t).ratio()
@@ -373,3 +373,12 @@ def result_json(res: SuggestResult) -> str:
                        "rationale": res.rationale, "similarity": res.similarity,
                        "warnings": res.warnings, "next_step": res.next_step, "diff": res.diff, "model": res.model,
                        "prompt_sha256": res.prompt_sha256}, indent=2)
+
+
+def _shown(p: Path) -> str:
+    """A path as the user would type it here: relative to the working directory when inside
+    it (runs store absolute paths, so a resume works from anywhere)."""
+    try:
+        return str(Path(p).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)

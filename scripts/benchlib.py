@@ -83,7 +83,7 @@ def responder(body: dict):
                            "margin": 0.6, "rationale": "cites"})
     if name == "claims":
         return json.dumps({"claims": [_tag(prompt, "answer").split(" [")[0][:80]],
-                           "abstained": False})
+                           "rationale": "bench", "answers_question": True})
     if name == "claimverdicts":
         n = len(re.findall(r"^\d+\. ", _tag(prompt, "claims"), re.M))
         return json.dumps({"verdicts": {str(i + 1): {"verdict": "supported", "chunk_id": None}
@@ -91,8 +91,8 @@ def responder(body: dict):
     if name == "coverage":
         n = len(re.findall(r"^\d+\. ", _tag(prompt, "key_points"), re.M))
         return json.dumps({"points": {str(i + 1): True for i in range(n)}})
-    if name == "abstained":
-        return json.dumps({"abstained": False})
+    if name == "abstention":
+        return json.dumps({"rationale": "bench", "answers_question": True})
     return json.dumps({"score": 0.8, "explanation": "ok"})
 
 

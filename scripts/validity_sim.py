@@ -4,7 +4,9 @@
 The world: depots whose opening hours are in the retrieved context (answerable) or not
 (unanswerable). Per case and variant the generator gives a good answer (the right hour
 and a second supported fact, cited), a refusal, or a hallucination (a wrong hour, and a
-second sentence that is supported half the time), at rates set per variant. Judges know
+second sentence that is supported half the time), at rates set per variant; in the
+SOFT_REFUSAL scenario B declines instead, softly ("The documents do not say when Depot 0007
+opens. They do say that Depot 0007 is located on Elm Street [q0007-loc]."). Judges know
 the truth and are honest unless a scenario makes them noisy (the claim verifier flips
 verdicts), position-biased (the pairwise judge says "first") or length-biased (it picks
 the longer answer). Humans label review items from the truth.
@@ -14,7 +16,10 @@ Two levels:
 * score level: the world's verdicts go straight into abtest's metric and claim code
   (`abtest.reporting.metrics.compute_metrics`, `abtest.reporting.claim.licensed_claim`), with
   the judges taken as validated: thousands of experiments a minute, for the false-licence
-  rate under no true difference and the power under a true one, N = 60 … 400;
+  rate under no true difference and the power under a true one, N = 60 … 400; and, at
+  score level only, cases repeated or correlated in groups (passed to compute_metrics as
+  abtest.groups would give them, and also analysed ignoring them, as before groups) and the
+  rules on thin evidence (few references, the claim cap, the pairwise rule);
 * end to end: each experiment goes through the real path — `abtest capture` (jsonl
   import), `abtest run` against a loopback OpenAI-compatible fake (scripts/fake_llm_server.py)
   playing generator and judges, `abtest review export`, simulated humans,
@@ -23,6 +28,7 @@ Two levels:
     python scripts/validity_sim.py                       # both levels, the docs' table
     python scripts/validity_sim.py --quick               # a minute: small counts (CI smoke)
     python scripts/validity_sim.py --level score --score-experiments 2000
+    python scripts/validity_sim.py --group-size-check    # grouped tests' size, few groups
 
 It prints one table and exits 1 when a scenario misses its sound result.
 """
@@ -56,7 +62,11 @@ FILLER = (" I hope this helps, and please let me know if you have any other ques
 HOURS = ["6 am", "7 am", "8 am", "9 am", "10 am", "11 am"]
 WRONG = ["1 pm", "2 pm", "3 pm", "4 pm", "5 pm", "6 pm"]
 STREETS = ["Elm Street", "Harbour Road", "Mill Lane", "Station Square", "Kings Way", "Oak Avenue"]
-RANK = {"good": 2, "refuse": 1, "halluc": 0}
+DECLINE = "The documents do not say when {place} opens."
+SIDE = "They do say that "
+RANK = {"good": 2, "refuse": 1, "soft": 1, "halluc": 0}
+# the kinds that decline the question asked: a plain refusal, and a soft one (a side fact added)
+ABSTAINS = ("refuse", "soft")
 
 
 # --------------------------------------------------------------------------- scenarios
@@ -85,6 +95,16 @@ class Scenario:
     pair_first: float = 0.0        # each pairwise call says "1" with this probability
     pair_longer: float = 0.0       # each pairwise call picks the longer answer
     score_level: bool = False      # also run at score level (needs honest judges)
+    e2e: bool = True               # also run end to end
+    repeats: tuple[int, ...] = ()  # DUPLICATES: distinct case i is written repeats[i % len] times
+    group_size: int = 0            # CLUSTERED: cases in groups of this size (case i in group i % G)
+    group_spread: float = 0.0      # CLUSTERED: a group moves B's good rate by ±spread, A's by ∓
+    references: int = 0            # FEW_REFERENCES: only this many answerable cases have key points
+    b_at_cap: float = 0.0          # CLAIM_CAP: this share of B's answers fills max_claims
+    pair_prefer_a: float = 0.0     # PAIRWISE_RULE: the pairwise judge picks A in this share of cases
+    soft_refusal: float = 0.0      # SOFT_REFUSAL: B softly declines this share of the answerable
+                                   # cases it would get wrong (a true, cited side fact added)
+    sizes: tuple[int, ...] = ()    # score-level N pinned for this scenario (distinct cases)
 
 
 EQUAL = Behaviour(good=0.70, refuse=0.05, refuse_unanswerable=0.80)
@@ -110,7 +130,41 @@ SCENARIOS = [
     Scenario("position_biased_judge", "B better; the pairwise judge says \"first\" 30 % of the "
              "time", "position consistency and first-position rate = truth", A_EFFECT, B_EFFECT,
              pair_first=0.30),
+    # score level only (docs/STATISTICS.md §7, §10): groups, and the rules on thin evidence
+    Scenario("duplicates", "A and B equally good; each of 120 distinct cases written 3–6 times "
+             "under new ids (540 cases), grouped as repeats", "licensed in ≤ α; significant "
+             "(any family member) in ≤ α", EQUAL, EQUAL, score_level=True, e2e=False,
+             repeats=(3, 4, 5, 6), sizes=(120,)),
+    Scenario("duplicates_effect", "the true effect, each of 120 distinct cases written 3–6 "
+             "times (540 cases), grouped as repeats", "reported: the grouped inference still "
+             "licenses a true effect (a control for duplicates)", A_EFFECT, B_EFFECT,
+             score_level=True, e2e=False, repeats=(3, 4, 5, 6), sizes=(120,)),
+    Scenario("clustered", "A and B equal on average; 25 groups of 8 cases, each group moving "
+             "B's good rate by ±0.2 and A's by ∓0.2", "licensed in ≤ α; significant (any family "
+             "member) in ≤ α", EQUAL, EQUAL, score_level=True, e2e=False, group_size=8,
+             group_spread=0.2, sizes=(200,)),
+    Scenario("few_references", "B truly better; key points on only 8 answerable cases",
+             "never licensed (coverage rests on 8 cases)", A_EFFECT, B_EFFECT, score_level=True,
+             e2e=False, references=8, sizes=(200,)),
+    Scenario("claim_cap", "B truly better; 10 % of B's answers fill max_claims",
+             "never licensed (unchecked claims)", A_EFFECT, B_EFFECT, score_level=True, e2e=False,
+             b_at_cap=0.10, sizes=(200,)),
+    Scenario("pairwise_rule", "B more faithful; the pairwise judge prefers A in 60 % of cases",
+             "never licensed (the pairwise judge prefers A)", A_EFFECT, B_EFFECT,
+             score_level=True, e2e=False, pair_prefer_a=0.60, sizes=(200,)),
+    # issue 43: an answer that declines the question is an abstention, side facts or not
+    Scenario("soft_refusal", "B = A (equally good), except that B softly declines 80 % of the "
+             "answerable cases it would get wrong (\"The documents do not say …\", then a true, "
+             "cited side fact)", "never licensed (refusals on answerable cases rose)", EQUAL,
+             EQUAL, coupling=1.0, soft_refusal=0.80, score_level=True, sizes=(200,)),
 ]
+NULL_TYPE = ("null", "duplicates", "clustered")
+GROUPED = ("duplicates", "duplicates_effect", "clustered")
+# each trap's reason in the withheld claim: it fired, and was caught for the right reason
+TRAP_REASON = {"few_references": "coverage: 8 cases with references; non-inferiority",
+               "soft_refusal": "refusals on answerable cases rose",
+               "claim_cap": "gave the claim extractor the most claims it keeps",
+               "pairwise_rule": "the pairwise judge significantly prefers A"}
 
 
 # --------------------------------------------------------------------------- the world
@@ -143,7 +197,7 @@ class Case:
 class Answer:
     case: Case
     variant: str
-    kind: str                      # good | refuse | halluc
+    kind: str                      # good | refuse | soft (a soft refusal) | halluc
     text: str
     claims: list[tuple[str, bool]] = field(default_factory=list)   # (claim, supported)
 
@@ -165,6 +219,14 @@ class World:
         n_un = int(round(sc.unanswerable * n))
         self.cases: list[Case] = []
         self.answers: dict[tuple[str, str], Answer] = {}
+        # case id → group key, as abtest.groups would give it (repeats: identical question and
+        # context; CLUSTERED: a shared source document); empty when every case is independent
+        self.groups: dict[str, str] = {}
+        n_groups = n // sc.group_size if sc.group_size else 0
+        # the group effects draw from their own stream, so the other scenarios' worlds stay
+        # exactly what they were
+        shift = (np.random.default_rng([seed, 43]).choice([-1.0, 1.0], size=n_groups)
+                 * sc.group_spread if n_groups else None)
         for i in range(n):
             cid = f"q{i:04d}"
             place = f"Depot {i:04d}"
@@ -180,17 +242,41 @@ class World:
             shared = rng.random()
             lat = {v: shared if rng.random() < sc.coupling else rng.random() for v in "AB"}
             second = rng.random() < 0.5
+            if n_groups:
+                self.groups[cid] = f"document:g{i % n_groups:02d}"
             for v in "AB":
                 beh = sc.a if v == "A" else sc.b
+                if n_groups:
+                    beh = _shifted(beh, float(shift[i % n_groups]) * (1 if v == "B" else -1))
                 kind = self._kind(beh, case.answerable, lat[v])
                 if v == "B" and sc.b_mode == "selective_refusal" and case.answerable \
                         and kind == "halluc":
                     kind = "refuse"
+                # a coin of its own (no draw from rng), so the other scenarios' worlds stay
+                if v == "B" and sc.soft_refusal and case.answerable and kind == "halluc" \
+                        and unit("soft", seed, cid) < sc.soft_refusal:
+                    kind = "soft"
                 self.answers[(cid, v)] = self._answer(case, v, kind, second)
+        if sc.repeats:
+            self._repeat(sc.repeats)
         self.by_question = {c.question: c for c in self.cases}
         self.by_text: dict[str, Answer] = {}
         for a in self.answers.values():
             self.by_text.setdefault(a.text, a)
+
+    def _repeat(self, repeats: tuple[int, ...]) -> None:
+        """DUPLICATES: case i again under new ids, repeats[i % len] times in all, with the same
+        question, context and (a deterministic pipeline) the same answers and verdicts."""
+        out: list[Case] = []
+        for i, c in enumerate(list(self.cases)):
+            for j in range(repeats[i % len(repeats)]):
+                rid = c.id if j == 0 else f"{c.id}r{j}"
+                out.append(Case(rid, c.place, c.answerable, c.hour, c.wrong, c.street, c.chunks))
+                self.groups[rid] = f"group:{c.id}"
+                for v in "AB":
+                    a = self.answers[(c.id, v)]
+                    self.answers[(rid, v)] = Answer(out[-1], v, a.kind, a.text, list(a.claims))
+        self.cases = out
 
     @staticmethod
     def _kind(beh: Behaviour, answerable: bool, u: float) -> str:
@@ -202,6 +288,9 @@ class World:
         loc = f"{case.place} is located on {case.street}."
         if kind == "refuse":
             return Answer(case, v, kind, REFUSAL, [])
+        if kind == "soft":   # declines the question, then a true, cited side fact
+            text = f"{DECLINE.format(place=case.place)} {SIDE}{loc[:-1]} [{case.id}-loc]."
+            return Answer(case, v, kind, text, [(loc, True)])
         if kind == "good":
             hours = f"{case.place} opens at {case.hour}."
             text = f"{hours[:-1]} [{case.id}-hours]. {loc[:-1]} [{case.id}-loc]."
@@ -220,14 +309,16 @@ class World:
     # ---- the judges, honest unless the scenario says otherwise ---------------------
     def claims_of(self, text: str) -> list[str]:
         """The honest extractor: every sentence, minus citations, except what the prompt
-        says to skip (refusals and hedges, greetings and filler)."""
+        says to skip (refusals and hedges — "do not know", "the documents do not say" —,
+        greetings and filler); a side fact ("They do say that X.") is the claim "X."."""
         text = re.sub(r"\s*\[[^\]]+\]", "", text).strip()
         out = []
         for s in re.split(r"(?<=[.!?])\s+", text):
             s = s.strip()
-            if not s or "know" in s or s.startswith("I hope") or "let me know" in s:
+            if not s or "know" in s or "do not say" in s or s.startswith("I hope") \
+                    or "let me know" in s:
                 continue
-            out.append(s)
+            out.append(s.removeprefix(SIDE))
         return out
 
     def verify(self, case: Case, claim: str) -> tuple[bool, str | None]:
@@ -251,8 +342,10 @@ class World:
         return "1" if r1 > r2 else "2" if r2 > r1 else "tie"
 
     def abstained(self, text: str) -> bool:
+        """Does the answer decline the question asked (claims_extract_v3 / abstention_v3)? A
+        soft refusal does, whatever side facts it adds; a hedged answer does not."""
         a = self.by_text.get(text)
-        return a is not None and a.kind == "refuse"
+        return a is not None and a.kind in ABSTAINS
 
     # ---- the fake provider ------------------------------------------------------------
     def respond(self, body: dict) -> str:
@@ -272,8 +365,11 @@ class World:
         return self.cases[int(cid[1:])]
 
     def _j_claims(self, prompt):
+        # claims_extract_v3 asks whether the answer answers the question (v2: "abstained")
         ans = _tag(prompt, "answer")
-        return {"claims": self.claims_of(ans), "abstained": self.abstained(ans)}
+        abst = self.abstained(ans)
+        return {"claims": self.claims_of(ans), "rationale": "sim", "answers_question": not abst,
+                "abstained": abst}
 
     def _j_claimverdicts(self, prompt):
         case = self._case_in(_tag(prompt, "context"))
@@ -290,6 +386,9 @@ class World:
 
     def _j_abstained(self, prompt):
         return {"abstained": self.abstained(_tag(prompt, "answer"))}
+
+    def _j_abstention(self, prompt):   # abstention_v3
+        return {"rationale": "sim", "answers_question": not self.abstained(_tag(prompt, "answer"))}
 
     def _j_pairwiseverdict(self, prompt):
         case = self.by_question[_tag(prompt, "question")]
@@ -309,23 +408,32 @@ class World:
         if kind == "coverage":
             return "covered" if item["key_point"] in item["answer"] else "not_covered"
         if kind == "abstention":
-            return "abstained" if self.by_text[item["answer"]].kind == "refuse" else "answered"
+            return "abstained" if self.by_text[item["answer"]].kind in ABSTAINS else "answered"
         raise ValueError(kind)
 
     # ---- the truth, for the table -----------------------------------------------------
     def true_rates(self) -> dict:
         """Realised truth of this experiment: faithfulness over the pairs both variants
-        scored, coverage over answerable cases, refusal rate on answerable cases."""
+        scored, coverage over answerable cases, refusal rate on answerable cases (a soft
+        refusal is one: it declines the question)."""
         pairs = [(self.answers[(c.id, "A")], self.answers[(c.id, "B")]) for c in self.cases]
         both = [(a.faithfulness, b.faithfulness) for a, b in pairs
                 if a.faithfulness is not None and b.faithfulness is not None]
         ans = [(a, b) for a, b in pairs if a.case.answerable]
         return {"faith_a": _mean(x for x, _ in both), "faith_b": _mean(y for _, y in both),
                 "cov_a": _mean(a.covered for a, _ in ans), "cov_b": _mean(b.covered for _, b in ans),
-                "ref_a": _mean(a.kind == "refuse" for a, _ in ans),
-                "ref_b": _mean(b.kind == "refuse" for _, b in ans),
+                "ref_a": _mean(a.kind in ABSTAINS for a, _ in ans),
+                "ref_b": _mean(b.kind in ABSTAINS for _, b in ans),
                 "incidents_b": sum(1 for _, b in pairs if b.faithfulness is not None
                                    and b.faithfulness < 0.85)}
+
+
+def _shifted(beh: Behaviour, d: float) -> Behaviour:
+    """A group's behaviour: good moves by d, answerable refusals by d/5, unanswerable
+    refusals by d/2 (hallucination takes the rest), so every paired metric is correlated
+    within the group."""
+    return Behaviour(good=beh.good + d, refuse=max(0.0, beh.refuse + d / 5),
+                     refuse_unanswerable=min(1.0, max(0.0, beh.refuse_unanswerable + d / 2)))
 
 
 def _tag(text: str, name: str) -> str:
@@ -339,8 +447,11 @@ def _mean(xs):
 
 
 def population_truth(sc: Scenario, n: int = 100_000, seed: int = 987654) -> dict:
-    """The population values the experiments estimate (one very large world)."""
-    w = World(sc, n, seed)
+    """The population values the experiments estimate (one very large world; repeats change
+    no population value, so it is built without them)."""
+    import dataclasses
+
+    w = World(dataclasses.replace(sc, repeats=()), n, seed)
     t = w.true_rates()
     t["faith_effect"] = t["faith_b"] - t["faith_a"]
     if sc.pair_first or sc.pair_longer:
@@ -365,40 +476,73 @@ def _judge_truth(w: World) -> dict:
 # --------------------------------------------------------------------------- score level
 
 def score_experiment(sc: Scenario, n: int, seed: int, cfg) -> dict:
-    """The world's honest verdicts straight into abtest's metric and claim code."""
+    """The world's honest verdicts straight into abtest's metric and claim code. Where the
+    scenario has groups they are passed to compute_metrics, and `old` holds what the
+    inference before groups said of the same verdicts (groups ignored); for FEW_REFERENCES,
+    what the claim said before the minimum-evidence floor; for SOFT_REFUSAL, what it said
+    under the rule before issue 43, when an extracted claim overruled "abstained" (the same
+    verdicts with each soft refusal counted as answered)."""
     from abtest.reporting.claim import CLAIM_JUDGES, licensed_claim
     from abtest.reporting.metrics import compute_metrics
 
     w = World(sc, n, seed)
     jv: dict = {("pairwise", "AB"): {}, ("pairwise", "BA"): {}}
     lengths = {}
+    referenced = {c.id for c in [c for c in w.cases if c.answerable][:sc.references]}
     for c in w.cases:
         a, b = w.answers[(c.id, "A")], w.answers[(c.id, "B")]
         for v, ans in (("A", a), ("B", b)):
             f = ans.faithfulness
             jv.setdefault(("faithfulness", v), {})[c.id] = {
                 "verdict": "scored" if f is not None else "no_claims", "score": f}
+            if v == "B" and f is not None and unit("cap", seed, c.id) < sc.b_at_cap:
+                jv[("faithfulness", v)][c.id]["result_json"] = json.dumps(
+                    {"n_claims": cfg.max_claims})
             jv.setdefault(("abstention", v), {})[c.id] = {
-                "verdict": "abstained" if ans.kind == "refuse" else "answered"}
-            if c.answerable:
+                "verdict": "abstained" if ans.kind in ABSTAINS else "answered"}
+            if c.answerable and (not sc.references or c.id in referenced):
                 jv.setdefault(("coverage", v), {})[c.id] = {"verdict": "scored",
                                                            "score": float(ans.covered)}
             lengths[(c.id, v)] = len(ans.text)
         v1 = {"1": "A", "2": "B", "tie": "tie"}[w.pairwise(c, a.text, b.text)]
         v2 = {"1": "B", "2": "A", "tie": "tie"}[w.pairwise(c, b.text, a.text)]
+        if sc.pair_prefer_a and unit("prefer-a", seed, c.id) < sc.pair_prefer_a:
+            v1 = v2 = "A"
         jv[("pairwise", "AB")][c.id] = {"verdict": v1}
         jv[("pairwise", "BA")][c.id] = {"verdict": v2}
     ids = [c.id for c in w.cases]
-    metrics, _, _ = compute_metrics(ids, jv, {c.id: c.answerable for c in w.cases}, lengths, cfg,
-                                    cfg.judges)
+    answerable = {c.id: c.answerable for c in w.cases}
     ok = {"n_labels": 40, "kappa": 1.0, "ci_low": 1.0, "ci_high": 1.0, "validated": True}
-    report = {"status": "complete", "unfinished_cases": [], "comparison_kind": "prompt",
-              "pipeline_reasons": [], "self_judge": False, "judges": cfg.judges,
-              "models": {"generator": {"resolved": ["g"]}, "judge": {"resolved": ["j"]}},
-              "golden": None, "metrics": metrics,
-              "judge_validation": {**{j: ok for j in CLAIM_JUDGES}, "validated": True}}
-    claim = licensed_claim(report, cfg)
-    return {"metrics": metrics, "claim": claim, "truth": w.true_rates(), "report": report}
+
+    def judged(metrics: dict) -> tuple[dict, dict]:
+        report = {"status": "complete", "unfinished_cases": [], "comparison_kind": "prompt",
+                  "pipeline_reasons": [], "self_judge": False, "judges": cfg.judges,
+                  "models": {"generator": {"resolved": ["g"]}, "judge": {"resolved": ["j"]}},
+                  "golden": None, "metrics": metrics,
+                  "judge_validation": {**{j: ok for j in CLAIM_JUDGES}, "validated": True}}
+        return report, licensed_claim(report, cfg)
+
+    metrics, _, _ = compute_metrics(ids, jv, answerable, lengths, cfg, cfg.judges,
+                                    groups=w.groups or None)
+    report, claim = judged(metrics)
+    out = {"metrics": metrics, "claim": claim, "truth": w.true_rates(), "report": report}
+    if w.groups:
+        old, _, _ = compute_metrics(ids, jv, answerable, lengths, cfg, cfg.judges)
+        out["old"] = {"metrics": old, "claim": judged(old)[1]}
+    elif sc.references:
+        old = json.loads(json.dumps(metrics))
+        ni = (old.get("coverage") or {}).get("noninferiority") or {}
+        ni.pop("min_n", None)
+        ni["holds"] = ni.get("ci_low") is not None and ni["ci_low"] > -ni["margin"]
+        out["old"] = {"metrics": old, "claim": judged(old)[1]}
+    elif sc.soft_refusal:
+        old_jv = {k: dict(d) for k, d in jv.items()}
+        for (cid, v), ans in w.answers.items():
+            if ans.kind == "soft":    # it made a claim, so the old rule said "answered"
+                old_jv[("abstention", v)][cid] = {"verdict": "answered"}
+        old, _, _ = compute_metrics(ids, old_jv, answerable, lengths, cfg, cfg.judges)
+        out["old"] = {"metrics": old, "claim": judged(old)[1]}
+    return out
 
 
 # --------------------------------------------------------------------------- end to end
@@ -496,6 +640,11 @@ def trap_ok(sc: Scenario, r: dict, pop: dict) -> tuple[bool, str]:
     m, t = r["metrics"], r["truth"]
     if sc.name == "selective_refusal" and r["claim"]["licensed"]:
         return False, "licensed"
+    if sc.name in TRAP_REASON:
+        if r["claim"]["licensed"]:
+            return False, "licensed"
+        if not any(TRAP_REASON[sc.name] in x for x in r["claim"]["reasons"]):
+            return False, f"withheld without the reason '{TRAP_REASON[sc.name]}'"
     if sc.name == "hedged_hallucination":
         f = m["faithfulness"]
         if abs(f["b"] - t["faith_b"]) > 1e-9:
@@ -544,10 +693,38 @@ class Row:
     tru: dict = field(default_factory=lambda: {k: [] for k in ("fa", "fb", "ca", "cb", "ra", "rb")})
     seconds: float = 0.0
     why: list = field(default_factory=list)
+    # the same experiments under the inference before groups / the evidence floor
+    old_licensed: int = 0
+    old_significant: int = 0
+    old_ci_cover: int = 0
+    old_ci_total: int = 0
+    old_n: int = 0
+    width_ratio: list = field(default_factory=list)   # iid CI width / grouped CI width
+    deff: list = field(default_factory=list)
+    old_rb: list = field(default_factory=list)        # B's answerable refusal rate reported
+    old_ni: int = 0                                   # answerable-refusal NI held
 
     def add(self, sc: Scenario, r: dict, pop: dict) -> None:
         m, t = r["metrics"], r["truth"]
         self.experiments += 1
+        if r.get("old"):
+            om = r["old"]["metrics"]
+            self.old_n += 1
+            self.old_licensed += bool(r["old"]["claim"]["licensed"])
+            self.old_significant += significant_any(om)
+            of, f = om.get("faithfulness") or {}, m.get("faithfulness") or {}
+            if of.get("ci_low") is not None:
+                self.old_ci_total += 1
+                self.old_ci_cover += of["ci_low"] <= pop["faith_effect"] <= of["ci_high"]
+                if f.get("ci_low") is not None and f["ci_high"] > f["ci_low"]:
+                    self.width_ratio.append((of["ci_high"] - of["ci_low"])
+                                            / (f["ci_high"] - f["ci_low"]))
+            if f.get("design_effect") is not None:
+                self.deff.append(f["design_effect"])
+            oab = (om.get("abstention") or {}).get("answerable") or {}
+            if oab.get("b") is not None:
+                self.old_rb.append(oab["b"])
+            self.old_ni += bool((oab.get("noninferiority") or {}).get("holds"))
         self.licensed += bool(r["claim"]["licensed"])
         self.significant += significant_any(m)
         ok, why = trap_ok(sc, r, pop)
@@ -580,7 +757,7 @@ def verdict(sc: Scenario, row: Row) -> tuple[bool, str]:
     rate = row.licensed / e if e else 0.0
     if row.trap_fail:
         return False, f"{row.trap_fail} experiment(s) wrong: {row.why[0]}"
-    if sc.name == "null":
+    if sc.name in NULL_TYPE:
         # a binomial allowance: the observed rate may exceed α by sampling error alone
         lim = ALPHA + 2.33 * math.sqrt(ALPHA * (1 - ALPHA) / e)
         if rate > lim or row.significant / e > lim:
@@ -589,7 +766,7 @@ def verdict(sc: Scenario, row: Row) -> tuple[bool, str]:
     if sc.name == "true_effect" and (row.level == "e2e" or row.n == 200):
         # the issue's bar is at N = 200; other sizes are reported, not judged
         return (rate >= 0.80, "ok" if rate >= 0.80 else f"power {rate:.2f} < 0.80")
-    if sc.name in ("selective_refusal", "noisy_verifier") and row.licensed:
+    if sc.name in ("selective_refusal", "noisy_verifier", *TRAP_REASON) and row.licensed:
         return False, "licensed"
     return True, "ok"
 
@@ -610,19 +787,23 @@ def run_all(args) -> int:
     cfg = Config()
     rows: list[tuple[Scenario, Row, bool, str]] = []
     wanted = [sc for sc in SCENARIOS if args.level != "e2e" and sc.score_level
-              or args.level != "score" and (not args.only or sc.name in args.only)]
+              and (not args.only_score or sc.name in args.only_score)
+              or args.level != "score" and sc.e2e and (not args.only or sc.name in args.only)]
     pops = {sc.name: population_truth(sc) for sc in wanted}
     if args.level in ("score", "both"):
         for sc in SCENARIOS:
-            if not sc.score_level:
+            if not sc.score_level or args.only_score and sc.name not in args.only_score:
                 continue
-            for n in args.sizes:
-                row = Row(sc.name, "score", n)
+            for n in sc.sizes or args.sizes:
                 t0 = time.monotonic()
-                k = args.score_experiments if sc.name != "selective_refusal" else \
+                k = args.score_experiments if sc.name in NULL_TYPE + ("true_effect",) else \
                     max(50, args.score_experiments // 5)
+                row = Row(sc.name, "score", n)
                 for i in range(k):
-                    row.add(sc, score_experiment(sc, n, 10_000 * n + i, cfg), pops[sc.name])
+                    r = score_experiment(sc, n, 10_000 * n + i, cfg)
+                    row.n = r["metrics"]["faithfulness"]["n"] + r["metrics"]["faithfulness"][
+                        "n_dropped"]
+                    row.add(sc, r, pops[sc.name])
                 row.seconds = time.monotonic() - t0
                 ok, why = verdict(sc, row)
                 rows.append((sc, row, ok, why))
@@ -632,7 +813,7 @@ def run_all(args) -> int:
         from fake_llm_server import FakeLLMServer
 
         os.environ["SIM_KEY"] = "sk-sim-not-a-secret"
-        scen = [sc for sc in SCENARIOS if not args.only or sc.name in args.only]
+        scen = [sc for sc in SCENARIOS if sc.e2e and (not args.only or sc.name in args.only)]
         with FakeLLMServer(max_seconds=None, keep_alive=True) as srv, \
                 tempfile.TemporaryDirectory(prefix="abtest-sim-") as tmp:
             for sc in scen:
@@ -672,11 +853,96 @@ def print_table(rows, pops, args) -> None:
             _fmt_pair(row.rep["rb"], row.tru["rb"]), cover, sc.sound + extra,
             "yes" if ok else f"**NO** ({why})"]) + " |")
     print("\n".join(out))
+    for sc, row, _, _ in rows:
+        if not row.old_n:
+            continue
+        e = row.old_n
+        if sc.name in GROUPED:
+            cover = f"{row.old_ci_cover / row.old_ci_total:.3f}" if row.old_ci_total else "n/a"
+            ratio = (f"; the iid faithfulness CI is {_median(row.width_ratio):.2f}× as wide as "
+                     f"the grouped one (median), design effect {_median(row.deff):.2f} (median)"
+                     if row.width_ratio and row.deff else "")
+            print(f"\n{sc.name} ignoring groups (the iid inference before groups, same "
+                  f"experiments): licensed {row.old_licensed / e:.3f}, significant "
+                  f"{row.old_significant / e:.3f}, CI covers true effect {cover}{ratio}.")
+        elif sc.soft_refusal:
+            rb = f"{sum(row.old_rb) / len(row.old_rb):.3f}" if row.old_rb else "n/a"
+            print(f"\n{sc.name} under the rule before issue 43 (a soft refusal's claim overruled "
+                  f"\"abstained\": counted as answered; same experiments): licensed "
+                  f"{row.old_licensed / e:.3f}, significant {row.old_significant / e:.3f}, "
+                  f"refusal B (answerable) reported {rb}, refusal non-inferiority held "
+                  f"{row.old_ni / e:.3f}.")
+        else:
+            print(f"\n{sc.name} without the minimum-evidence floor (same experiments): licensed "
+                  f"{row.old_licensed / e:.3f}.")
     effects = ", ".join(f"{k} {v['faith_effect']:+.4f}" for k, v in pops.items())
     print(f"\nα = {ALPHA}; rep/true = mean reported value / mean realised truth over the "
           "experiments; 'significant' = any Holm family member significant (either direction); "
           "CI coverage = share of faithfulness CIs containing the population effect "
           f"({effects}).")
+
+
+def group_size_check(draws: int = 4000, seed: int = 43) -> str:
+    """The size of abtest's grouped tests under no difference, with few groups
+    (docs/STATISTICS.md §10): the cluster-robust t (CR2) read on G − 1 and on Bell–McCaffrey
+    df, and Durkalski's McNemar, at G = 5 … 50 groups of unequal sizes."""
+    import numpy as np
+
+    from abtest import stats as S
+
+    rng = np.random.default_rng(seed)
+    designs = {"equal groups of 8": lambda g: np.full(g, 8),
+               "sizes 1–12": lambda g: rng.integers(1, 13, g)}
+    out = ["| design | groups | CR2, G − 1 df: 5 % / 1 % | CR2, Bell–McCaffrey df: 5 % / 1 % |",
+           "|---|---|---|---|"]
+    for name, skew in (("equal groups of 8", False), ("sizes 1–12", False),
+                       ("sizes 1–12, skewed group effect", True)):
+        sizes_of = designs["sizes 1–12" if skew else name]
+        for g in (5, 10, 20, 30, 50):
+            p = np.empty((draws, 2))
+            for k in range(draws):
+                sizes = sizes_of(g)
+                lab = np.repeat(np.arange(g), sizes)
+                u = (rng.choice([-0.3, 0.1], size=g, p=[0.25, 0.75]) if skew
+                     else rng.normal(0, 0.2, g))
+                x = rng.random(lab.size)
+                d = np.clip(np.where(x < 0.15, -0.5, np.where(x < 0.3, 0.5, 0.0)) + u[lab], -1, 1)
+                for j, dfm in enumerate(("G-1", "bm")):
+                    r = S.clustered_paired_t(np.zeros(d.size), d, lab.tolist(), df_method=dfm)
+                    p[k, j] = 1.0 if r.p_value is None else r.p_value
+            out.append(f"| {name} | {g} | {np.mean(p[:, 0] <= 0.05):.3f} / "
+                       f"{np.mean(p[:, 0] <= 0.01):.3f} | {np.mean(p[:, 1] <= 0.05):.3f} / "
+                       f"{np.mean(p[:, 1] <= 0.01):.3f} |")
+    out += ["", "| design | groups | Durkalski: 5 % / 1 % | McNemar ignoring groups: 5 % / 1 % |",
+            "|---|---|---|---|"]
+    for repeats in (False, True):
+        for g in (10, 20, 30, 50, 100):
+            p = np.empty((draws, 2))
+            for k in range(draws):
+                sizes = rng.integers(3, 7, g) if repeats else rng.integers(1, 13, g)
+                b = np.zeros(g, int)
+                c = np.zeros(g, int)
+                for i, n_g in enumerate(sizes):
+                    if repeats:   # a repeated case: all its copies discordant the same way, or none
+                        if rng.random() < 0.15:
+                            (b if rng.random() < 0.5 else c)[i] = n_g
+                        continue
+                    q = 0.5 + 0.35 * rng.choice([-1, 1])   # the group leans one way
+                    disc = rng.random(n_g) < 0.15
+                    side = rng.random(n_g) < q
+                    b[i], c[i] = np.sum(disc & side), np.sum(disc & ~side)
+                p[k, 0] = S.clustered_mcnemar(b.tolist(), c.tolist()).p_value
+                p[k, 1] = S.mcnemar(int(b.sum()), int(c.sum()), method="chi2").p_value
+            name = "repeats, 3–6 copies" if repeats else "sizes 1–12, group leans ±0.35"
+            out.append(f"| {name} | {g} | {np.mean(p[:, 0] <= 0.05):.3f} / "
+                       f"{np.mean(p[:, 0] <= 0.01):.3f} | {np.mean(p[:, 1] <= 0.05):.3f} / "
+                       f"{np.mean(p[:, 1] <= 0.01):.3f} |")
+    return "\n".join(out)
+
+
+def _median(xs: list) -> float:
+    xs = sorted(xs)
+    return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
 
 
 def main(argv=None) -> int:
@@ -688,10 +954,16 @@ def main(argv=None) -> int:
     p.add_argument("--e2e-experiments", type=int, default=20)
     p.add_argument("--e2e-n", type=int, default=200)
     p.add_argument("--only", nargs="*", help="end-to-end scenarios to run (default: all)")
+    p.add_argument("--only-score", nargs="*", help="score-level scenarios to run (default: all)")
     p.add_argument("--quick", action="store_true",
                    help="small counts for a smoke run: 40 score experiments at N=200, 1 e2e "
                         "experiment per scenario at N=120")
+    p.add_argument("--group-size-check", action="store_true",
+                   help="only the size of the grouped tests with few groups (STATISTICS.md §10)")
     args = p.parse_args(argv)
+    if args.group_size_check:
+        print(group_size_check())
+        return 0
     if args.quick:
         args.sizes, args.score_experiments = [200], 40
         args.e2e_experiments, args.e2e_n = 1, 120

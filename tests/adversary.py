@@ -23,12 +23,13 @@ class Side:
     abstained: bool = False
     checks: dict | None = None         # name -> passed
     result: dict | None = None         # the faithfulness verdict's result (n_claims, …)
+    abstention: dict | None = None     # the abstention judge's row (verdict, result_json, …)
 
 
 @dataclass
 class C:
     id: str
-    question: str = "A question?"
+    question: str | None = None        # None: a question of its own ("What about q001?")
     answerable: bool = True
     chunks: list = field(default_factory=lambda: [("c1", "A chunk.")])
     a: Side = field(default_factory=Side)
@@ -65,7 +66,9 @@ def build(root: Path, cases: list[C], *, run_id="r1", config: Config | None = No
         shutil.rmtree(root)
     root.mkdir(parents=True)
     fx = root / "fixtures" / run_id
-    write_fixture(fx, [Case(id=c.id, question=c.question, answerable=c.answerable,
+    # distinct questions: cases with one question and one context are repeats, one group
+    write_fixture(fx, [Case(id=c.id, question=c.question or f"What about {c.id}?",
+                            answerable=c.answerable,
                             category="factual" if c.answerable else "out_of_scope",
                             corpus_version="v1", retriever="test",
                             key_points=c.key_points,
@@ -110,7 +113,10 @@ def build(root: Path, cases: list[C], *, run_id="r1", config: Config | None = No
                     s.put_judgment({"run_id": run_id, "case_id": c.id, "judge": "abstention",
                                     "subject": v,
                                     "verdict": "abstained" if sd.abstained else "answered",
-                                    "score": 1.0 if sd.abstained else 0.0})
+                                    "score": 1.0 if sd.abstained else 0.0,
+                                    **{k: (sd.abstention or {}).get(k)
+                                       for k in ("rationale", "result_json", "prompt_sha256")
+                                       if (sd.abstention or {}).get(k) is not None}})
                 if "coverage" in cfg.judges and c.answerable and sd.cov is not None:
                     s.put_judgment({"run_id": run_id, "case_id": c.id, "judge": "coverage",
                                     "subject": v, "verdict": "scored", "score": sd.cov})

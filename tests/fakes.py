@@ -93,6 +93,17 @@ def _tag(text: str, name: str) -> str:
     return m.group(1) if m else ""
 
 
+# how an answer says it cannot answer the question (as opposed to a hedge before an answer)
+DECLINES = (r"\b(do|does) not (say|state|mention|contain)\b|\bnot in the (documents|context)\b"
+            r"|\bcannot answer\b|\bcan't answer\b")
+
+
+def _claims_of(answer: str) -> list[str]:
+    ans = re.sub(r"\s*\[[^\]]+\]", "", answer).strip()
+    sents = [x.strip() for x in re.split(r"(?<=[.!?])\s+", ans) if x.strip()]
+    return [x for x in sents if not re.search(r"\bknow\b|not in the|" + DECLINES, x, re.I)]
+
+
 class Brain:
     """The fake model's behaviour; attributes are hooks tests can replace."""
 
@@ -136,12 +147,23 @@ class Brain:
 
     def j_claims(self, prompt):
         """Each sentence is a claim, except what the prompt says to skip: statements that the
-        answer does not know or the documents do not say."""
+        answer does not know or the documents do not say. Whether it answers the question:
+        as `answers_question`."""
         ans = _tag(prompt, "answer")
-        ans = re.sub(r"\s*\[[^\]]+\]", "", ans).strip()
-        sents = [x.strip() for x in re.split(r"(?<=[.!?])\s+", ans) if x.strip()]
-        claims = [x for x in sents if not re.search(r"\bknow\b|not in the|does not say", x, re.I)]
-        return {"claims": claims, "abstained": not claims and "know" in ans.lower()}
+        return {"claims": _claims_of(ans), **self.answers_question(prompt)}
+
+    def answers_question(self, prompt):
+        """An honest judge as far as a pattern can be: an answer answers the question when it
+        makes a claim and does not say it cannot answer it. A hedge ("I do not know for
+        certain. Normandy is in Spain.") answers; a soft refusal ("The documents do not say
+        where Normandy is. Rollo was a Viking leader [c2].") declines, whatever it adds."""
+        ans = _tag(prompt, "answer")
+        if re.search(DECLINES, ans, re.I):
+            return {"rationale": "it says the documents do not give the answer",
+                    "answers_question": False}
+        if not _claims_of(ans):
+            return {"rationale": "it states no answer", "answers_question": False}
+        return {"rationale": "it states an answer", "answers_question": True}
 
     def j_claimverdicts(self, prompt):
         """Supported when a chunk states the claim word for word (anywhere in its text)."""
@@ -162,8 +184,8 @@ class Brain:
     def j_keypoints(self, prompt):
         return {"key_points": [_tag(prompt, "reference_answer")]}
 
-    def j_abstained(self, prompt):
-        return {"abstained": "know" in _tag(prompt, "answer").lower()}
+    def j_abstention(self, prompt):
+        return self.answers_question(prompt)
 
     def j_keywords(self, prompt):
         q = _tag(prompt, "question")

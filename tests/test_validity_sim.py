@@ -1,7 +1,8 @@
 """A quick run of scripts/validity_sim.py: abtest's verdict is right when the truth is known.
 
-Score level: the false-licence rate under no true difference stays within α, the power
-under the issue's true effect stays ≥ 80 %, and selective refusal is never licensed.
+Score level: the false-licence rate under no true difference stays within α (also when
+cases are repeated or correlated in groups), the power under the issue's true effect stays
+≥ 80 %, and selective refusal, soft refusal and the thin-evidence traps are never licensed.
 End to end (capture → run → review → report → gate through the CLI against the loopback
 fake provider): one experiment per scenario, each with its sound result — and each trap
 checked to have actually fired, so a pass is never vacuous.
@@ -45,6 +46,70 @@ def test_score_level_true_effect_keeps_its_power():
 def test_score_level_selective_refusal_is_never_licensed():
     lic, sig = _score_rates("selective_refusal", 200, 30, 200)
     assert lic == 0.0 and sig == 1.0  # the refusals make B look better, significantly
+
+
+def _score_row(name: str, k: int, seed0: int) -> V.Row:
+    """k score-level experiments of a pinned-size scenario, tallied as the script does."""
+    sc = SC[name]
+    cfg = Config()
+    pop = {"faith_effect": V.population_truth(sc, n=20_000)["faith_effect"]}
+    row = V.Row(name, "score", sc.sizes[0])
+    for i in range(k):
+        row.add(sc, V.score_experiment(sc, sc.sizes[0], seed0 + i, cfg), pop)
+    return row
+
+
+@pytest.mark.parametrize("name", ["duplicates", "clustered"])
+def test_score_level_grouped_nulls_keep_the_false_licence_rate_within_alpha(name):
+    """Repeats and correlated groups under no true difference: with the group as the unit the
+    licence and significance rates stay within α, where the iid inference on the same
+    experiments was significant far more often (the issue's bug, kept visible)."""
+    k = 60
+    row = _score_row(name, k, 3)
+    ok, why = V.verdict(SC[name], row)
+    assert ok, why
+    assert row.licensed == 0
+    allowance = V.ALPHA + 2.33 * math.sqrt(V.ALPHA * (1 - V.ALPHA) / k)
+    assert row.significant / k <= allowance
+    assert row.old_n == k and row.old_significant / k > allowance
+    # the grouped intervals are the wider ones, by about √DEFF
+    assert V._median(row.width_ratio) < 0.7 and V._median(row.deff) > 2
+
+
+def test_score_level_grouped_inference_still_licenses_a_true_effect():
+    row = _score_row("duplicates_effect", 20, 500)
+    assert row.licensed / row.experiments >= 0.6
+
+
+@pytest.mark.parametrize("name", ["few_references", "claim_cap", "pairwise_rule"])
+def test_score_level_traps_on_thin_evidence_are_never_licensed(name):
+    row = _score_row(name, 12, 900)
+    ok, why = V.verdict(SC[name], row)     # trap_ok: never licensed, and for its own reason
+    assert ok, why
+    assert row.licensed == 0
+    if name == "few_references":           # the floor is what stops it: without it, licences
+        assert row.old_licensed > 0
+
+
+def test_score_level_soft_refusal_is_never_licensed_and_the_old_rule_was_fooled():
+    """Issue 43: B softly declines most answerable cases it would get wrong ("The documents do
+    not say …", then a true, cited side fact). Counted as abstentions, its answerable refusal
+    rate rises and the claim is withheld for that reason in every experiment; the same
+    verdicts with the soft refusals counted as answered (the rule before issue 43) read B's
+    refusals as A's and license the claim."""
+    assert "soft_refusal" in SC and SC["soft_refusal"].score_level and SC["soft_refusal"].e2e
+    row = _score_row("soft_refusal", 20, 2_000)
+    ok, why = V.verdict(SC["soft_refusal"], row)   # never licensed, for the refusal reason
+    assert ok, why
+    assert row.licensed == 0
+    assert _mean(row.rep["rb"]) == pytest.approx(_mean(row.tru["rb"]))
+    assert _mean(row.tru["rb"]) > 0.15
+    assert row.old_n == 20 and row.old_ni == 20 and row.old_licensed > 0
+    assert _mean(row.old_rb) < 0.1
+
+
+def _mean(xs):
+    return sum(xs) / len(xs)
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +159,23 @@ def test_e2e_selective_refusal_is_never_licensed(server, tmp_path):
     answerable = {row["case_id"]: row["answerable"] for row in r["report"]["per_case"]}
     b_only = m["faithfulness"]["dropped"]["b_only"]
     assert m["faithfulness"]["drop_bound"]["imputed_b"] == sum(answerable[c] for c in b_only) > 0
+
+
+def test_e2e_soft_refusal_is_an_abstention_and_never_licensed(server, tmp_path):
+    r, _ = _e2e("soft_refusal", server, tmp_path)
+    m, t, rep = r["metrics"], r["truth"], r["report"]
+    # the trap fired: each soft refusal's side fact was extracted and verified (it scores
+    # 1.0, so B looks more faithful), and each is an abstention all the same
+    soft = [row for row in rep["per_case"] if row["answer_b"].startswith("The documents do not")]
+    assert len(soft) >= 10
+    assert all(row["answerable"] and row["abstained_b"] and row["faithfulness_b"] == 1.0
+               for row in soft)
+    assert m["faithfulness"]["b"] == pytest.approx(t["faith_b"]) and t["faith_b"] > t["faith_a"]
+    # so B's answerable refusals rose (the truth, as reported), and the claim says why
+    assert m["abstention"]["answerable"]["b"] == pytest.approx(t["ref_b"]) and t["ref_b"] > 0.15
+    assert rep["judge_validation"]["abstention"]["validated"]   # humans call them abstentions
+    assert not r["claim"]["licensed"]
+    assert "refusals on answerable cases rose" in " ".join(r["claim"]["reasons"])
 
 
 def test_e2e_hedged_hallucination_is_scored_an_incident_and_fails_the_gate(server, tmp_path):

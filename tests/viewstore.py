@@ -27,7 +27,7 @@ class Side:
 @dataclass
 class SCase:
     id: str
-    question: str = "A question?"
+    question: str | None = None   # None: a question of its own (one shared would be repeats)
     answerable: bool = True
     category: str = "factual"
     chunks: list[tuple[str, str]] = field(default_factory=lambda: [("c1", "A chunk.")])
@@ -47,7 +47,8 @@ def write_run(store, root: Path, run_id: str, cases: list[SCase], *, status: str
     (default: the same cases)."""
     fx = root / "fixtures" / run_id
     if not (fx / "manifest.json").exists():
-        write_fixture(fx, [Case(id=c.id, question=c.question, answerable=c.answerable,
+        write_fixture(fx, [Case(id=c.id, question=c.question or f"What about {c.id}?",
+                                answerable=c.answerable,
                                 category=c.category, corpus_version="v1", retriever="test",
                                 context=[Chunk(id=i, text=t) for i, t in c.chunks])
                            for c in (fixture_cases or cases)], corpus_version="v1",

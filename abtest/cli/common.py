@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 1, 2, 3, 130
 EXIT_CLOSED_PIPE = 128 + 13  # as a process ended by SIGPIPE
+EXIT_TERMINATED = 128 + 15   # as a process ended by SIGTERM
 
 
 def progress(msg: str) -> None:
@@ -74,6 +75,11 @@ def exit_for(exc: BaseException) -> int:
     from ..errors import IncompleteError, UserError
 
     if isinstance(exc, KeyboardInterrupt):
+        from ..errors import RunStopped
+
+        if isinstance(exc, RunStopped):
+            click.echo(f"abtest: stopped: {exc}", err=True)
+            return EXIT_TERMINATED if exc.signal_name == "SIGTERM" else EXIT_INTERRUPTED
         click.echo("abtest: interrupted; finished work is saved (use --resume)", err=True)
         return EXIT_INTERRUPTED
     if isinstance(exc, BrokenPipeError):

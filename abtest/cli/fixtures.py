@@ -42,13 +42,22 @@ def fixtures_seal(path, refresh_every_days):
 @fixtures.command("status")
 @click.argument("path", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-def fixtures_status(path, fmt):
-    """Age vs refresh schedule; coverage of categories and awkward cases (warnings, exit 0)."""
+@click.option("--group-by", default=None, metavar="FIELD",
+              help="What makes cases one group besides repeats: a case field, meta.KEY or "
+                   "document [group_by in abtest.yaml, else each case's `group`].")
+@click.pass_context
+def fixtures_status(ctx, path, fmt, group_by):
+    """Age vs refresh schedule; coverage of categories and awkward cases; groups (warnings,
+    exit 0)."""
     import json
 
     from ..fixtures import fixture_status, load_fixture
+    from ..groups import check_group_by
+    from .common import load
 
-    st = fixture_status(load_fixture(path))
+    group_by = check_group_by(group_by, "--group-by") if group_by is not None else \
+        load(ctx).config.group_by
+    st = fixture_status(load_fixture(path), group_by=group_by)
     if fmt == "json":
         click.echo(json.dumps(st, indent=2))
         return
@@ -61,6 +70,11 @@ def fixtures_status(path, fmt):
             for k, v in st["categories"].items()]
     click.echo(tabulate(rows, headers=["category", "n", "share", "target"]))
     click.echo("awkward cases: " + ", ".join(f"{k} {v}" for k, v in st["awkward_tags"].items()))
+    g = st["groups"]
+    click.echo(f"groups: {g['text']}" + (f"; the largest, {g['largest']['group']}, holds "
+                                          f"{g['largest']['n']}" if g["largest"] and
+                                          g["largest"]["n"] > 1 else "")
+               + (f" (group_by {g['group_by']})" if g["group_by"] else ""))
     for w in st["warnings"]:
         click.echo(f"warning: {w}", err=True)
 

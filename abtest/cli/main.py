@@ -37,7 +37,8 @@ def cli(ctx, config):
 
 
 for _cmd in (project.init, project.demo, project.doctor, capture.index, capture.search, capture.capture,
-             fixtures.fixtures, run.run_cmd, report.report, report.gate, store.export, store.merge,
+             fixtures.fixtures, run.run_cmd, report.report, report.gate, store.runs, store.export,
+             store.merge,
              run.snapshot, review.judge_check, review.review, loop.golden, loop.suggest,
              loop.history, loop.compare, live.live, live.serve_demo, view.view):
     add_config_option(_cmd)

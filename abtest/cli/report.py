@@ -9,7 +9,7 @@ import click
 from .common import load, open_store, progress, resolve_run
 
 
-def _report_for(ctx, run_id):
+def _report_for(ctx, run_id, group_by=None):
     from ..reporting import build_report
     from ..runs import check_fixture_unchanged, load_run
 
@@ -18,13 +18,36 @@ def _report_for(ctx, run_id):
         run_id = resolve_run(store, run_id)
         run = load_run(store, run_id)
         if run["kind"] == "live":
+            if group_by is not None:
+                from ..errors import UserError
+
+                raise UserError("--group-by groups a frozen run's fixture cases; this is a "
+                                "live run", field="--group-by")
             from ..reporting.live import build_live_report
 
             return build_live_report(store, run_id)
         check_fixture_unchanged(run)
-        return build_report(store, run_id)
+        return build_report(store, run_id, config=_regrouped(run, group_by))
     finally:
         store.close()
+
+
+def _regrouped(run, group_by):
+    """The run's stored config with `--group-by` in place of the group_by it ran with (None:
+    the stored config as it is); a case without the field is exit 2 before anything is
+    built."""
+    if group_by is None:
+        return None
+    from pathlib import Path
+
+    from ..fixtures import fixture_groups, load_fixture
+    from ..groups import check_group_by
+    from ..runs import run_config
+
+    check_group_by(group_by, "--group-by")
+    if (Path(run["fixture_path"] or "") / "cases.jsonl").exists():
+        fixture_groups(load_fixture(run["fixture_path"]), group_by)
+    return run_config(run).model_copy(update={"group_by": group_by})
 
 
 @click.command()
@@ -33,15 +56,18 @@ def _report_for(ctx, run_id):
               show_default=True, help="github: a pull-request comment (claim, gate, metrics, "
               "10 flipped cases; ≤ 60,000 characters).")
 @click.option("--out", default=None, type=click.Path(dir_okay=False), help="Write here instead of stdout.")
+@click.option("--group-by", default=None, metavar="FIELD",
+              help="Group the cases by this instead of the group_by the run was made with: a "
+                   "case field, meta.KEY or document.")
 @click.pass_context
-def report(ctx, run_id, fmt, out):
+def report(ctx, run_id, fmt, out, group_by):
     """Paired statistics, the licensed claim (or why not), incidents, backlog. RUN_ID may be 'latest'."""
     from pathlib import Path
 
     from ..reporting import render
     from ..reporting.model import LiveReport
 
-    rep = _report_for(ctx, run_id)
+    rep = _report_for(ctx, run_id, group_by)
     if isinstance(rep, LiveReport):
         from ..reporting.live import render_live
 

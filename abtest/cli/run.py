@@ -38,9 +38,13 @@ from .common import EXIT_INCOMPLETE, load, progress
               help="Re-ask the pairwise judge K times on a seeded sample (test-retest noise).")
 @click.option("--allow-self-judge", is_flag=True,
               help="Silence the self-judging error (demos); the claim is still withheld.")
+@click.option("--group-by", default=None, metavar="FIELD",
+              help="What makes cases one group besides repeats: a case field, meta.KEY or "
+                   "document (the chunk ids' source document) [group_by in abtest.yaml, else "
+                   "each case's `group`]; stored with the run.")
 @click.pass_context
 def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, dry_run,
-            shard, max_cost, batch, no_wait, judge_repeats, allow_self_judge):
+            shard, max_cost, batch, no_wait, judge_repeats, allow_self_judge, group_by):
     """Generate A and B over the fixture's frozen contexts, check, judge; print the run id."""
     import json
 
@@ -54,8 +58,16 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
         updates["judge_repeats"] = judge_repeats
     if allow_self_judge:
         updates["allow_self_judge"] = True
+    if group_by is not None:
+        from ..groups import check_group_by
+
+        updates["group_by"] = check_group_by(group_by, "--group-by")
     if updates:
         lc.config = lc.config.model_copy(update=updates)
+    if lc.config.group_by is not None:   # a case without the field: exit 2 before any write
+        from ..fixtures import fixture_groups, load_fixture
+
+        fixture_groups(load_fixture(fixture), lc.config.group_by)
     if models:
         from ..leaderboard import run_models
 
@@ -120,9 +132,17 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
         progress("this is a pipeline change, re-measure end to end; the frozen claim does not apply")
     click.echo(res.run_id)
     if res.status != "complete":
+        from ..runs import load_run, resume_hint
+        from ..store import Store
+
+        st = Store(lc.store_path, read_only=True, create=False)
+        try:
+            hint = resume_hint(load_run(st, res.run_id))
+        finally:
+            st.close()
         progress(f"incomplete: unfinished cases: {', '.join(res.unfinished[:20])}"
                   f"{' …' if len(res.unfinished) > 20 else ''} (fix the cause, then "
-                  f"`abtest run … --run-id {res.run_id} --resume --retry-errors`)")
+                  f"`{hint} --retry-errors`)")
         sys.exit(EXIT_INCOMPLETE)
 
 

@@ -38,3 +38,30 @@ def merge(ctx, sources, into):
 
     h = do_merge(list(sources), into, config=load(ctx), progress=progress)
     click.echo(h.run_id)
+
+
+@click.command("runs")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True)
+@click.pass_context
+def runs(ctx, fmt):
+    """Every run, newest first: its state (running, interrupted, stopped, incomplete,
+    complete), cases finished of all, gate and claim line — what `abtest view` lists."""
+    import json
+
+    from ..api import list_runs
+    from .common import progress
+
+    rows = list_runs(config=load(ctx), progress=progress)
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    if not rows:
+        click.echo("no runs yet", err=True)
+        return
+    from tabulate import tabulate
+
+    table = [[r["run_id"], r["kind"], r["status"], f"{r.get('n_finished', '?')} of {r['n_cases']}",
+              r.get("gate") or "—", (r.get("claim") or "")[:90]] for r in rows]
+    click.echo(tabulate(table, headers=["run", "kind", "state", "finished", "gate", "claim"],
+                        disable_numparse=True))

@@ -2,14 +2,16 @@
 
 Every function returns plain judgment rows (dicts for the `judgments` table, plus
 claims for faithfulness); an error is stored as an error, never as 0 or 1.
+
+A prompt that changes gets a new version (`claims_extract_v3.txt`); the superseded file stays
+in prompts/ so the `prompt_sha256` a stored run recorded can still be matched to its text.
 """
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from ..shapes import Case
 from .common import (JudgeCall, ask_json, context_block, load_prompt,  # noqa: F401
@@ -26,16 +28,32 @@ class PairwiseVerdict(BaseModel):
     rationale: str = Field(default="", json_schema_extra={"maxLength": 80})
 
 
+CLAIMS_PROMPT = "claims_extract_v3"    # claims, and whether the answer answers the question
+ABSTENTION_PROMPT = "abstention_v3"     # the same question alone, when the extraction lacks it
+RATIONALE_CHARS = 120  # the judge's one-sentence reason for its abstention verdict
+
+
+def _no_reason(v):
+    return "" if v is None else v   # a judge that sends null for the reason has given none
+
+
 class Claims(BaseModel):
     claims: list[str] = Field(json_schema_extra={"items": {"type": "string", "maxLength": 160}})
-    abstained: bool | None = None  # asked in the same call; None when a judge left it out
+    # asked in the same call (None when a judge left it out: the abstention prompt is asked)
+    rationale: str = Field(default="", json_schema_extra={"maxLength": RATIONALE_CHARS})
+    answers_question: bool | None = None
+
+    _reason = field_validator("rationale", mode="before")(_no_reason)
 
 
 def claims_schema(max_claims: int) -> dict:
+    """claims, then the reason, then the verdict: a judge states why before it decides."""
     schema = Claims.model_json_schema()
-    schema["properties"]["claims"]["maxItems"] = max_claims
-    schema["properties"]["abstained"] = {"type": "boolean"}
-    schema["required"] = ["claims", "abstained"]
+    props = schema["properties"]
+    props["claims"]["maxItems"] = max_claims
+    schema["properties"] = {"claims": props["claims"], "rationale": props["rationale"],
+                            "answers_question": {"type": "boolean"}}
+    schema["required"] = ["claims", "rationale", "answers_question"]
     return schema
 
 
@@ -87,8 +105,17 @@ class KeyPoints(BaseModel):
                                                                               "maxLength": 200}})
 
 
-class Abstained(BaseModel):
-    abstained: bool
+class Abstention(BaseModel):  # does the answer answer the question asked? (reason first)
+    rationale: str = Field(default="", json_schema_extra={"maxLength": RATIONALE_CHARS})
+    answers_question: bool
+
+    _reason = field_validator("rationale", mode="before")(_no_reason)
+
+
+def abstention_schema() -> dict:
+    schema = Abstention.model_json_schema()
+    schema["required"] = ["rationale", "answers_question"]
+    return schema
 
 
 class Score(BaseModel):
@@ -146,20 +173,29 @@ def faithfulness(gateway: Gateway, spec: ModelSpec, case: Case, answer: str, var
     """Claim-level: extract atomic claims, then verify them all in one call.
 
     Every answer goes through extraction, refusal-sounding or not: "I do not know for
-    certain. The depot opens at 9am." makes a claim that must be checked, and only an
-    answer with no claim at all has no score."""
-    pe, pv = load_prompt("claims_extract_v2"), load_prompt("claims_verify_v1")
+    certain. The depot opens at 9am." makes a claim that must be checked, and so does a soft
+    refusal's side fact ("The documents do not say when it opens. It has 40 bays [c2]."); only
+    an answer with no claim at all has no score."""
+    row, claims, _ext = _faithfulness(gateway, spec, case, answer, variant, max_claims=max_claims)
+    return row, claims
+
+
+def _faithfulness(gateway: Gateway, spec: ModelSpec, case: Case, answer: str, variant: str, *,
+                  max_claims: int) -> tuple[dict, list[dict], JudgeCall[Claims]]:
+    """faithfulness(), and the extraction call (it also carries the abstention verdict)."""
+    pe, pv = load_prompt(CLAIMS_PROMPT), load_prompt("claims_verify_v1")
     sha = f"{pe.sha256[:16]}+{pv.sha256[:16]}"
     ext = ask_json(gateway, spec, pe, {"question": case.question, "answer": answer,
                                        "max_claims": str(max_claims)}, Claims,
                    purpose="judge:claims", case_id=case.id, schema=claims_schema(max_claims))
     if ext.value is None:
-        return _row(case, "faithfulness", variant, ext, prompt_sha=sha), []
+        return _row(case, "faithfulness", variant, ext, prompt_sha=sha), [], ext
     claims = [c.strip() for c in ext.value.claims if c and c.strip()][:max_claims]
-    said = ext.value.abstained
+    said = ext.value.answers_question
     if not claims:
         return _row(case, "faithfulness", variant, ext, verdict="no_claims", prompt_sha=sha,
-                    rationale="no factual claims extracted", result={"abstained": said}), []
+                    rationale="no factual claims extracted",
+                    result={"answers_question": said}), [], ext
     numbered = "\n".join(f"{i + 1}. {c}" for i, c in enumerate(claims))
     ver = ask_json(gateway, spec, pv, {"context": context_block(case.context), "claims": numbered},
                    ClaimVerdicts, purpose="judge:verify", case_id=case.id,
@@ -167,7 +203,7 @@ def faithfulness(gateway: Gateway, spec: ModelSpec, case: Case, answer: str, var
                                           verdict_item([c.id for c in case.context])))
     ver.call_hashes = ext.call_hashes + ver.call_hashes
     if ver.value is None:
-        return _row(case, "faithfulness", variant, ver, prompt_sha=sha), []
+        return _row(case, "faithfulness", variant, ver, prompt_sha=sha), [], ext
     by_num = ver.value.by_number()
     ids = {c.id for c in case.context}
     rows = []
@@ -175,7 +211,7 @@ def faithfulness(gateway: Gateway, spec: ModelSpec, case: Case, answer: str, var
         v = by_num.get(i + 1)
         if v is None:
             return _row(case, "faithfulness", variant, ver, prompt_sha=sha,
-                        error=f"judge gave no verdict for claim {i + 1}"), []
+                        error=f"judge gave no verdict for claim {i + 1}"), [], ext
         chunk = v.chunk_id if v.chunk_id in ids else None
         verdict = v.verdict
         if verdict == "supported" and chunk is None:
@@ -184,8 +220,9 @@ def faithfulness(gateway: Gateway, spec: ModelSpec, case: Case, answer: str, var
     supported = sum(1 for r in rows if r["verdict"] == "supported")
     score = supported / len(rows)
     return _row(case, "faithfulness", variant, ver, verdict="scored", score=score, prompt_sha=sha,
-                result={"n_claims": len(rows), "supported": supported, "abstained": said,
-                        "contradicted": sum(1 for r in rows if r["verdict"] == "contradicted")}), rows
+                result={"n_claims": len(rows), "supported": supported, "answers_question": said,
+                        "contradicted": sum(1 for r in rows if r["verdict"] == "contradicted")}
+                ), rows, ext
 
 
 def key_points_for(gateway: Gateway, spec: ModelSpec, case: Case
@@ -229,28 +266,35 @@ def coverage(gateway: Gateway, spec: ModelSpec, case: Case, answer: str, variant
 
 def abstention(gateway: Gateway, spec: ModelSpec, case: Case, answer: str, variant: str, *,
                n_claims: int | None = None) -> dict:
-    """Did the answer abstain? The abstention judge decides, not a phrase list; and an
-    answer that makes a factual claim (`n_claims` > 0, from the faithfulness judge's
-    extraction) has answered, however it opens ("I do not know for certain. The depot
-    opens at 9am." is a hedged answer, not an abstention)."""
-    p = load_prompt("abstention_v2")
-    call = ask_json(gateway, spec, p, {"question": case.question, "answer": answer}, Abstained,
-                    purpose="judge:abstention", case_id=case.id)
+    """Did the answer abstain, that is, not answer the question asked? The judge decides
+    (abstention_v3), not a phrase list and not the claim count: a soft refusal that declines
+    the question and adds true, cited side facts has abstained; "I'm not sure, but it opens at
+    9am." has answered. `n_claims` (from the faithfulness extraction, when known) is recorded
+    beside the verdict for a reader, never used to change it."""
+    p = load_prompt(ABSTENTION_PROMPT)
+    call = ask_json(gateway, spec, p, {"question": case.question, "answer": answer}, Abstention,
+                    purpose="judge:abstention", case_id=case.id, schema=abstention_schema())
     if call.value is None:
         return _row(case, "abstention", variant, call, prompt_sha=p.sha256)
-    return _abstention_row(case, variant, call, call.value.abstained, n_claims, p.sha256, "llm")
+    return _abstention_row(case, variant, call, call.value.answers_question,
+                           call.value.rationale, n_claims, p.sha256, "llm")
 
 
-def _abstention_row(case: Case, variant: str, call, said: bool, n_claims: int | None,
-                    prompt_sha: str, method: str) -> dict:
-    result: dict = {"method": method, "judge_said": "abstained" if said else "answered"}
-    ab = said
-    if said and n_claims:
-        ab = False
-        result["overruled"] = f"the answer makes {n_claims} factual claim(s)"
+def _abstention_row(case: Case, variant: str, call, answers: bool, rationale: str,
+                    n_claims: int | None, prompt_sha: str, method: str) -> dict:
+    """The judge's verdict is the verdict. Extracted claims no longer overrule it (until
+    issue 43 any claim made an abstention "answered"): a soft refusal's side facts are claims
+    too, and counting it as an answer let a variant decline the questions it would get wrong
+    without its refusal rate showing. The claims are still checked for faithfulness; the
+    judge's rationale is kept (one line, at most RATIONALE_CHARS) for the reader."""
+    why = " ".join((rationale or "").split())[:RATIONALE_CHARS] or None
+    ab = not answers
+    result: dict = {"method": method, "judge_said": "abstained" if ab else "answered",
+                    "answers_question": answers, "rationale": why}
+    if n_claims is not None:
+        result["n_claims"] = n_claims
     return _row(case, "abstention", variant, call, verdict="abstained" if ab else "answered",
-                score=1.0 if ab else 0.0, prompt_sha=prompt_sha, result=result,
-                rationale=result.get("overruled"))
+                score=1.0 if ab else 0.0, prompt_sha=prompt_sha, result=result, rationale=why)
 
 
 def claims_and_abstention(gateway: Gateway, spec: ModelSpec, case: Case, answer: str,
@@ -258,25 +302,22 @@ def claims_and_abstention(gateway: Gateway, spec: ModelSpec, case: Case, answer:
                           ) -> list[tuple[dict, list | None]]:
     """Faithfulness, then abstention: the one order frozen and live runs both use.
 
-    The claim extraction asks whether the answer abstains in the same call, so abstention
-    costs no call of its own when both judges run (a judge that leaves the field out gets
-    the separate abstention prompt); and an answer that makes a claim is never an
-    abstention."""
+    The claim extraction asks whether the answer answers the question in the same call, so
+    abstention costs no call of its own when both judges run; a judge that leaves the field
+    out (or an extraction that failed) gets the separate abstention prompt."""
     if "faithfulness" not in judges:
         return [(abstention(gateway, spec, case, answer, variant), None)]
-    row, claims = faithfulness(gateway, spec, case, answer, variant, max_claims=max_claims)
+    row, claims, ext = _faithfulness(gateway, spec, case, answer, variant, max_claims=max_claims)
     rows: list[tuple[dict, list | None]] = [(row, claims)]
     if "abstention" not in judges:
         return rows
-    said = json.loads(row["result_json"]).get("abstained") if row.get("result_json") else None
-    if row.get("error") is None and said is not None:
-        shared: JudgeCall[Claims] = JudgeCall(None, None, row["call_hashes"].split(",")[:1],
-                                              row["model_resolved"])
-        rows.append((_abstention_row(case, variant, shared, said, len(claims),
-                                     load_prompt("claims_extract_v2").sha256,
+    n = len(claims) if row.get("error") is None else None
+    if ext.value is not None and ext.value.answers_question is not None:
+        shared: JudgeCall[Claims] = JudgeCall(None, None, ext.call_hashes, ext.model_resolved)
+        rows.append((_abstention_row(case, variant, shared, ext.value.answers_question,
+                                     ext.value.rationale, n, load_prompt(CLAIMS_PROMPT).sha256,
                                      "asked with the claim extraction"), None))
     else:
-        n = len(claims) if row.get("error") is None else None
         rows.append((abstention(gateway, spec, case, answer, variant, n_claims=n), None))
     return rows
 

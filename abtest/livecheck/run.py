@@ -314,8 +314,12 @@ def _execute(lc, store: Store, run_id, questions, records, targets, corpus_versi
                     with lock:
                         judge_errors[cid] = errs
                     say(f"judge {cid}: INCOMPLETE ({errs[0][:80]})")
-    ready_ids = {rec["id"] for rec in ready}
-    unfinished = sorted({q.id for q in questions if q.id not in ready_ids} | set(judge_errors))
+    # complete by the one rule (runstate): every question answered by both and fully judged
+    from ..runstate import run_progress
+
+    prog = run_progress(store, store.get_run(run_id) or {"run_id": run_id, "kind": "live",
+                                                          "status": "running"}, writing=None)
+    unfinished = prog.unfinished
     status = "complete" if not unfinished and not stopped else "incomplete"
     store.update_run(run_id, status=status,
                      finished_at=datetime.now(timezone.utc).replace(tzinfo=None))

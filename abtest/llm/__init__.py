@@ -3,12 +3,12 @@ litellm), the gateway's policy over it (cache, retries, budget, batches), and th
 default model it serves as the `local/` provider."""
 
 from .budget import Budget, BudgetExceeded
-from .gateway import Gateway, GatewayStats, ModelDriftError
+from .gateway import Gateway, GatewayStats, ModelDriftError, ProviderUnreachable
 from .provider import (LOCAL_PREFIX, LLMResult, call_hash, canonical_hash, check_credentials,
                        count_tokens, embed, estimate_cost, preload, provider_keys_missing,
                        register_scripted_provider, rerank)
 
 __all__ = ["Budget", "BudgetExceeded", "LOCAL_PREFIX", "Gateway", "GatewayStats", "LLMResult",
-           "ModelDriftError", "call_hash", "canonical_hash", "check_credentials",
-           "count_tokens", "embed", "estimate_cost", "preload", "provider_keys_missing",
-           "register_scripted_provider", "rerank"]
+           "ModelDriftError", "ProviderUnreachable", "call_hash", "canonical_hash",
+           "check_credentials", "count_tokens", "embed", "estimate_cost", "preload",
+           "provider_keys_missing", "register_scripted_provider", "rerank"]

@@ -6,7 +6,9 @@ repeated or resumed run makes no provider call for work already finished, and
 every attempt leaves a row in `llm_calls`; every provider attempt is held against the
 run's budget (`budget`), paced under its model's rate limits (`ratelimit`: requests in
 flight, requests and tokens per minute, 429s waited out), and calls a provider batch takes
-are deferred (`batch`).
+are deferred (`batch`). A model whose endpoint has answered nothing yet and refuses the
+connection, or whose host name does not resolve, is unreachable after at most two quick
+retries (`ProviderUnreachable`): its later calls fail at once, without the network.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..errors import IncompleteError
 from ..shapes import ModelSpec
 from .provider import (LLMResult, Wire, call_hash, call_kwargs, describe_for, error_headers,
                        get_litellm, is_in_process, rate_limit_kind, register_providers,
-                       response_headers, result_from, retry_after, retryable, wire_call,
-                       wire_slot_installed)
+                       response_headers, result_from, retry_after, retryable, shown_base,
+                       unreachable_cause, wire_call, wire_slot_installed)
 from .ratelimit import Limits, status_line
 
 if TYPE_CHECKING:
@@ -42,6 +45,30 @@ class GatewayStats:
 
 class ModelDriftError(Exception):
     """The resolved model changed under a run: the comparison would not be like for like."""
+
+
+# quick retries of a connection refused or a host name that does not resolve before the model
+# is unreachable (each waits min(backoff_base_s, 0.25 s) doubled: at most 0.75 s in all)
+UNREACHABLE_RETRIES = 2
+
+
+class ProviderUnreachable(IncompleteError):
+    """Nothing answers at a model's endpoint (connection refused, or its host name does not
+    resolve) and it has answered nothing yet: waiting a minute on retries would not help."""
+
+    def __init__(self, model: str, api_base: str | None, reason: str, then: str | None = None):
+        self.model, self.api_base, self.reason = model, api_base, reason
+        line = f"{model} at {shown_base(api_base)} is unreachable: {reason}"
+        super().__init__(f"{line}; {then}" if then else line)
+
+    def error(self) -> str:
+        """What each of the model's calls says (the model and endpoint are in its row)."""
+        return f"unreachable: {self.reason}"
+
+
+class Stopping(BaseException):
+    """The run is stopping (Ctrl-C, SIGTERM): a call not yet sent is not sent. Not an
+    Exception, so no judge or retry loop takes it for a provider error."""
 
 
 class Gateway:
@@ -68,11 +95,25 @@ class Gateway:
         self._rng = random.Random(0)
         self._inflight: dict[str, threading.Event] = {}
         self._on_wire: set[tuple[str, str | None]] = set()
+        self._answered: set[str] = set()   # endpoints (api_base, else model) that answered
+        self._unreachable: dict[tuple[str, str | None], ProviderUnreachable] = {}
+        self._stopping = threading.Event()
+
+    def stop(self) -> None:
+        """From now on every call raises `Stopping` before it reaches the provider."""
+        self._stopping.set()
+
+    def unreachable(self) -> ProviderUnreachable | None:
+        """The first model found unreachable (its calls now fail at once), if any."""
+        with self._stats_lock:
+            return next(iter(self._unreachable.values()), None)
 
     # -- public -----------------------------------------------------------
     def complete(self, spec: ModelSpec, messages: list[dict], *, purpose: str,
                  case_id: str | None = None, sample: int = 0, response_format: dict | None = None,
                  max_tokens: int | None = None) -> LLMResult:
+        if self._stopping.is_set():
+            raise Stopping()
         h = call_hash(spec, messages, response_format=response_format, sample=sample,
                       max_tokens=max_tokens)
         # single flight: an identical call already in flight is waited for, not repeated
@@ -106,6 +147,9 @@ class Gateway:
             with self._stats_lock:
                 self.stats.cache_hits += 1
             return res
+        dead = self._unreachable.get((spec.model, spec.api_base))
+        if dead is not None:   # no network: the same error at once
+            return self._failed_fast(spec, h, dead)
         if self.batch is not None and self.batch.takes(spec, h):
             self._defer(spec, messages, h, purpose, case_id, response_format, max_tokens)
         return self._call_with_retries(spec, messages, h, purpose=purpose, case_id=case_id,
@@ -245,12 +289,19 @@ class Gateway:
                 assert exc is not None  # no response: the call raised
                 res = LLMResult(content=None, error=describe_for(spec, exc), latency_ms=latency,
                                 call_hash=h,
-                                retryable=retryable(litellm, exc), retry_after=retry_after(exc))
+                                retryable=retryable(litellm, exc), retry_after=retry_after(exc),
+                                unreachable=unreachable_cause(exc))
                 kind = rate_limit_kind(litellm, exc) or "error"
                 res.waits_for_limit = limiter.settle(lease, kind, headers=error_headers(exc))
             res.attempts = attempt_no
             self._log(res, spec, purpose, case_id, attempt_no)
         return res
+
+    def _failed_fast(self, spec: ModelSpec, h: str, dead: ProviderUnreachable) -> LLMResult:
+        """A call to an unreachable model: its error, no provider attempt (none is logged)."""
+        with self._stats_lock:
+            self.stats.errors += 1
+        return LLMResult(content=None, error=dead.error(), call_hash=h, unreachable=dead.reason)
 
     def _backoff(self, retry: int, res: LLMResult) -> float:
         """Exponential backoff with jitter, never shorter than the provider's Retry-After."""
@@ -266,19 +317,42 @@ class Gateway:
         if is_in_process(spec.model):
             register_providers()
         kw = self._kwargs(spec, messages, response_format, max_tokens)
-        attempt, retries = 0, 0
+        key = (spec.model, spec.api_base)
+        attempt, retries, quick = 0, 0, 0
         while True:
             attempt += 1
             res = self._attempt(litellm, spec, kw, h, purpose, case_id, attempt)
-            if res.error is None or not res.retryable:
+            if res.error is None:
+                break
+            dead = self._unreachable.get(key)
+            if dead is not None:   # another call found it unreachable meanwhile: no more tries
+                res.error, res.unreachable = dead.error(), dead.reason
+                break
+            if res.unreachable is not None and (spec.api_base or spec.model) not in self._answered:
+                # nothing answers there and nothing has (an endpoint that answered and now
+                # refuses may be restarting: the usual retries): a quick retry or two, no more
+                if quick < min(UNREACHABLE_RETRIES, self.max_retries):
+                    quick += 1
+                    time.sleep(min(self.backoff_base_s, 0.25) * 2 ** (quick - 1))
+                    continue
+                with self._stats_lock:
+                    dead = self._unreachable.setdefault(
+                        key, ProviderUnreachable(spec.model, spec.api_base, res.unreachable))
+                res.error = dead.error()
+                break
+            if not res.retryable:
                 break
             if res.waits_for_limit:   # a 429: the model's limiter holds the next attempt back
                 continue              # for as long as the provider said; no retry is used
             if retries >= self.max_retries:
                 break
             retries += 1
-            time.sleep(self._backoff(retries, res))
+            if self._stopping.wait(self._backoff(retries, res)):   # a backoff ends on stop
+                raise Stopping()
         if res.error is None:
+            if (spec.api_base or spec.model) not in self._answered:
+                with self._stats_lock:
+                    self._answered.add(spec.api_base or spec.model)
             self._pin(spec.model, res.model_resolved)
             return res
         with self._stats_lock:

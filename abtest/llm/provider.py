@@ -360,6 +360,7 @@ class LLMResult:
     retryable: bool = False
     retry_after: float | None = None
     waits_for_limit: bool = False   # a 429 the run waits out: not one of the call's retries
+    unreachable: str | None = None  # nothing answers at the endpoint (`unreachable_cause`)
 
     @property
     def ok(self) -> bool:
@@ -408,7 +409,7 @@ def model_id(resolved):
     return (name or resolved), resolved
 
 
-def describe(exc: Exception, secret: str | None = None) -> str:
+def describe(exc: BaseException, secret: str | None = None) -> str:
     """One line for a failed call. A provider may echo the key in its error message, so the
     model's own key (whatever its variable is called) and every key-like variable's value are
     masked, before the line is cut: a key straddling the cut must not leave its first half."""
@@ -446,6 +447,68 @@ def retryable(litellm, exc: Exception) -> bool:
                         litellm.NotFoundError)):
         return False
     return isinstance(exc, (ConnectionError, TimeoutError, json.JSONDecodeError))
+
+
+# Nothing answers at the endpoint: the connection is refused or its host name does not resolve.
+# The socket errors themselves decide (they never come from an HTTP reply); the texts are the
+# platforms' messages for them, looked for only in connection errors (a provider's 5xx whose
+# body mentions "connection refused" is a 5xx, retried as one).
+_REFUSED = ("connection refused", "actively refused")
+_NO_NAME = ("name or service not known", "nodename nor servname", "no address associated with",
+            "temporary failure in name resolution", "getaddrinfo failed", "name resolution")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and its causes, outermost first (litellm wraps the SDK's, which wraps
+    httpx's, which wraps the socket's)."""
+    out: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and len(out) < 16 and not any(e is seen for seen in out):
+        out.append(e)
+        e = e.__cause__ or e.__context__
+    return out
+
+
+def unreachable_cause(exc: BaseException) -> str | None:
+    """When a call failed because nothing answers at its endpoint — the connection refused,
+    or the host name does not resolve — one line saying so with the root cause; else None
+    (a timeout, a 429, a 5xx or any other error)."""
+    import socket
+
+    def said(e: BaseException) -> str:   # its message, keys masked, without its type's name
+        return describe(e).split(": ", 1)[-1] or type(e).__name__
+
+    chain = _chain(exc)
+    for e in reversed(chain):   # the root cause first
+        if isinstance(e, ConnectionRefusedError):
+            return f"connection refused ({said(e)})"
+        if isinstance(e, socket.gaierror):
+            return f"host name does not resolve ({said(e)})"
+    for e in reversed(chain):
+        if "connect" not in type(e).__name__.lower():  # ConnectError, APIConnectionError, …
+            continue
+        text = str(e).lower()
+        if any(t in text for t in _REFUSED):
+            return f"connection refused ({said(e)})"
+        if any(t in text for t in _NO_NAME):
+            return f"host name does not resolve ({said(e)})"
+    return None
+
+
+def shown_base(api_base: str | None) -> str:
+    """The endpoint as a message names it: a password or query string in it is masked."""
+    if not api_base:
+        return "its provider's default endpoint"
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        u = urlsplit(api_base)
+        netloc = u.netloc
+        if u.password:
+            netloc = netloc.replace(f":{u.password}@", ":***@", 1)
+        return urlunsplit((u.scheme, netloc, u.path, "***" if u.query else "", ""))
+    except ValueError:
+        return api_base
 
 
 _QUOTA = ("insufficient_quota", "exceeded your current quota", "request too large",

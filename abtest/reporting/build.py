@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from ..fmt import clip, pct
 from ..gcpause import gc_paused
 from ..review.agreement import run_judge_validation
 from ..runs import load_run
+from ..runstate import run_progress
 from .claim import licensed_claim  # noqa: F401  (API)
 from .metrics import SCORE_JUDGES, compute_metrics, holm_family  # noqa: F401
 from .metrics import plain as _plain
@@ -97,32 +99,34 @@ def _build_report(store, run_id: str, config=None) -> dict:
     chk_by: dict[tuple[str, str], dict[str, bool | None]] = defaultdict(dict)
     for c in checks:  # (case, variant) -> check name -> passed, names in store order
         chk_by[(c["case_id"], c["variant"])][c["name"]] = c["passed"]
-    all_ids = sorted(cases) if cases else sorted({g["case_id"] for g in gens})
-    started = {g["case_id"] for g in gens}
-    not_started = [cid for cid in all_ids if cid not in started]
-    unfinished = sorted(set(errors_by_case) | set(not_started)
-                        | {cid for cid in started if (cid, "A") not in gen_by or (cid, "B") not in gen_by})
-    unfinished_set = set(unfinished)
-    finished = [cid for cid in all_ids if cid not in unfinished_set]
+    # the run's state and its finished cases: the one rule every surface reads (runstate)
+    prog = run_progress(store, run, cases=cases, gens=gens, judg=judg)
+    all_ids = prog.case_ids
+    finished = prog.finished
     finished_set = set(finished)
-    status = "complete" if not unfinished and run["status"] == "complete" else "incomplete"
+    unfinished = prog.unfinished
+    status = prog.state
+    waiting = prog.waiting
 
-    shard = info.get("shard")
-    not_started_reason = (f"in another shard (this run is shard {shard[0]}/{shard[1]}; "
-                          "`abtest merge` the shards)" if shard else "not started")
-    waiting = store.waiting_cases(run["run_id"]) if unfinished else {}
     models = _models(store, run)
     self_judge = bool(info.get("self_judge")) or bool(
         set(models["generator"]["resolved"]) & set(models["judge"]["resolved"]))
     judges = info.get("judges") or cfg.judges
     metrics: dict[str, Any] = {}
     outcomes: dict[str, str] = {}
+    stat_warnings: list[str] = []
+    # which cases are one group (repeats, `group`, `group_by`): the unit of inference
+    from ..groups import case_groups, group_summary
+
+    groups = case_groups(list(cases.values()), cfg.group_by, file=run.get("fixture_path")) \
+        if cases else None
     holm_info = {"family": holm_family(judges), "alpha": alpha}
     if status == "complete":
         lengths = {k: len(g["answer"] or "") for k, g in gen_by.items()}
         answerable = {cid: bool(cases.get(cid, _NONE).get("answerable", True)) for cid in finished}
-        metrics, outcomes, holm_info = compute_metrics(finished, jv, answerable, lengths, cfg,
-                                                       judges)
+        with _caught_warnings() as stat_warnings:
+            metrics, outcomes, holm_info = compute_metrics(finished, jv, answerable, lengths,
+                                                           cfg, judges, groups=groups)
         metrics["checks"] = checks_table(chk_by, finished_set, alpha)
         metrics.setdefault("conformance", None)
         if metrics["conformance"] and info.get("conformance_rubric"):
@@ -135,15 +139,15 @@ def _build_report(store, run_id: str, config=None) -> dict:
         "status": status, "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "created_at": _plain(run["created_at"]), "n_cases": len(all_ids),
         "n_finished": len(finished), "unfinished_cases": unfinished,
-        "unfinished_reasons": {cid: (errors_by_case.get(cid) or (
-            [f"waiting for provider batch {waiting[cid]} (`abtest run --run-id "
-             f"{run['run_id']} --resume --batch` collects it)"] if cid in waiting
-            else [not_started_reason]))[:3] for cid in unfinished},
+        "unfinished_reasons": {cid: _with_batch_hint(prog.reasons[cid], run_id)
+                               for cid in unfinished},
+        "progress": _progress_block(prog, jv, judges),
         "fixture": {"name": run["fixture_name"], "corpus_version": run["corpus_version"],
                     "cases_sha256": run["fixture_sha256"], "retriever": run["retriever"],
                     **_fixture_schedule(run)},
         "variants": {"a": {"name": run["variant_a_name"], "sha256": run["variant_a_sha256"]},
                      "b": {"name": run["variant_b_name"], "sha256": run["variant_b_sha256"]}},
+        "groups": group_summary(groups) if groups is not None else None,
         "models": models, "git_commit": run["git_commit"],
         "comparison_kind": run["comparison_kind"],
         "pipeline_reasons": info.get("pipeline_reasons", []),
@@ -151,27 +155,28 @@ def _build_report(store, run_id: str, config=None) -> dict:
         "self_judge_model": run["judge_model"] if self_judge else None,
         "judges": judges,
         "judge_validation": validation,
-        "metrics": metrics, "holm": holm_info, "incidents": incidents,
+        "metrics": metrics, "stat_warnings": stat_warnings, "holm": holm_info,
+        "incidents": incidents,
         "calls": calls_summary(store, run_id, len(all_ids)),
     }
     if info.get("budget"):
         report["budget"] = info["budget"]
     incomplete_reason = None
     if status != "complete":
-        from ..runs import activity, resume_hint
+        from ..runs import resume_hint
 
-        if activity(store, run) == "running":   # never told to resume: a second writer
+        done = f"{len(finished)} of {len(all_ids)} cases finished"
+        if status == "running":   # never told to resume: a second writer
             report["estimates_withheld"] = (
-                f"running: {len(finished)} of {len(all_ids)} cases finished; no metric, p-value "
-                "or interval is shown until every case is finished")
-            incomplete_reason = (f"running: {len(finished)} of {len(all_ids)} cases finished; "
-                                 "no claim until every case is finished")
+                f"running: {done}; no metric, p-value or interval is shown until every case "
+                "is finished")
+            incomplete_reason = f"running: {done}; no claim until every case is finished"
         else:
             hint = resume_hint(run, batch=bool(waiting))
             report["estimates_withheld"] = (
-                f"incomplete run: {len(unfinished)} case(s) unfinished; no metric, p-value or "
-                f"interval is shown until every case is finished (`{hint}`)")
-            incomplete_reason = (f"incomplete run: {len(unfinished)} case(s) unfinished; nothing "
+                f"{status} run: {len(unfinished)} case(s) unfinished ({done}); no metric, "
+                f"p-value or interval is shown until every case is finished (`{hint}`)")
+            incomplete_reason = (f"{status} run: {len(unfinished)} case(s) unfinished; nothing "
                                  f"is estimated until it is complete (`{hint}`)")
     report["judge_noise"] = _judge_noise(judg, cfg) if status == "complete" else None
     if status == "complete" and store.human_labels(run_id):
@@ -194,6 +199,53 @@ def _build_report(store, run_id: str, config=None) -> dict:
     return report
 
 
+@contextmanager
+def _caught_warnings():
+    """What the statistics warn while the metrics are computed (scipy's precision loss over
+    nearly identical differences, a statsmodels fit that did not converge) becomes a note of
+    the report, never stderr noise; each distinct message once. The block computes nothing
+    but statistics, so every warning it raises is one (scipy attributes its warnings to the
+    caller, so their file does not say where they came from); deprecations pass on."""
+    import warnings
+
+    out: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield out
+    seen = set()
+    for w in caught:
+        if issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning)):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            continue
+        text = f"{w.category.__name__}: {w.message}"
+        if text not in seen:
+            seen.add(text)
+            out.append(text)
+
+
+def _with_batch_hint(reasons: list[str], run_id: str) -> list[str]:
+    """A case waiting for a provider batch names the command that collects it."""
+    return [f"{r} (`abtest run --run-id {run_id} --resume --batch` collects it)"
+            if r.startswith("waiting for provider batch") else r for r in reasons]
+
+
+def _progress_block(prog, jv: dict, judges) -> dict:
+    """What exists so far, as counts (never an estimate): the run's state and line, and per
+    judge how many cases it has judged without error (both sides where it has two)."""
+    judged: dict[str, int] = {}
+    for judge in judges or []:
+        subjects = [s for (j, s) in jv if j == judge]
+        if not subjects:
+            judged[judge] = 0
+            continue
+        ok = None
+        for s in subjects:
+            good = {cid for cid, row in jv[(judge, s)].items() if not row.get("error")}
+            ok = good if ok is None else ok & good
+        judged[judge] = len(ok or ())
+    return {**prog.as_dict(), "judged": judged}
+
+
 def _judge_noise(judg: list[dict], cfg) -> dict | None:
     """Test-retest agreement of the pairwise judge on the re-asked sample."""
     repeated = [j for j in judg if j["sample"] > 0 and j["judge"] == "pairwise"]
@@ -210,31 +262,10 @@ def _judge_noise(judg: list[dict], cfg) -> dict | None:
 
 
 def _fixture_cases(run: dict) -> dict[str, dict]:
-    """The run's cases for display (questions, contexts, answerable); {} when unreadable.
+    """The run's cases for display (questions, contexts, answerable); {} when unreadable."""
+    from ..runstate import fixture_cases
 
-    Only cases.jsonl is read, as plain JSON in one parse: the run verified each case against
-    its seal, and the report reads a few keys with defaults (validating 10,000 cases again
-    took ~0.4 s; a json.loads per line, a quarter of that)."""
-    from pathlib import Path
-
-    p = Path(run["fixture_path"] or "") / "cases.jsonl"
-    try:
-        lines = [ln for ln in p.read_bytes().decode("utf-8").split("\n") if ln.strip()]
-        objs = json.loads("[" + ",".join(lines) + "]")
-    except (OSError, ValueError):  # missing, not UTF-8, not JSON
-        return {}
-    out: dict[str, dict] = {}
-    if len(objs) != len(lines):  # a line held more than one value
-        return {}
-    for obj in objs:
-        if not isinstance(obj, dict):
-            return {}
-        ctx = obj.get("context")
-        if not isinstance(obj.get("id"), str) or not isinstance(ctx, list) or \
-                not all(isinstance(ch, dict) and "id" in ch for ch in ctx):
-            return {}
-        out[obj["id"]] = obj
-    return out
+    return fixture_cases(run)
 
 
 def _fixture_schedule(run: dict) -> dict:

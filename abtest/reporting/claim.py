@@ -13,6 +13,11 @@ A" is licensed only when every condition in docs/STATISTICS.md holds:
    its own human-labelled items: enough labels and the lower confidence limit of
    Cohen's kappa at or above review.min_kappa.
 
+Each condition rests on enough evidence (docs/STATISTICS.md §2, §10): a non-inferiority
+condition on at least the independent cases its margin needs (`min_n`, counted as Kish's
+n²/Σn_g² when cases share groups), a cluster-robust test on at least `min_groups` groups;
+each reason names its N (cases, and groups when there are any).
+
 The live report uses `effect_reasons` and `validation_reasons` for its own sentence.
 """
 
@@ -26,19 +31,57 @@ from ..review.agreement import CLAIM_JUDGES
 SCOPE = "frozen: given these contexts (never an end-to-end claim)"
 
 
+def cases_text(m: dict, noun: str = "cases") -> str:
+    """"40 cases", or "120 cases in 40 groups" when the metric's cases share groups."""
+    g = m.get("n_groups")
+    return f"{m.get('n')} {noun}" + (f" in {g} groups" if g is not None else "")
+
+
+def too_few_groups(m: dict | None) -> bool:
+    """The metric's cases share groups, but too few for its cluster-robust test."""
+    return bool(m and m.get("n_groups") is not None and m.get("min_groups")
+                and m["n_groups"] < m["min_groups"])
+
+
+def _too_few_reason(m: dict, name: str) -> str:
+    return (f"too few groups: {name} rests on {cases_text(m)}; cluster-robust inference (CR2) "
+            f"needs at least {m['min_groups']} groups")
+
+
+def _short_of_floor(m: dict, ni: dict) -> bool:
+    """Fewer independent cases than the margin needs (Kish's count when grouped)."""
+    units = ni.get("units")
+    return bool(ni.get("min_n") and (units if units is not None else m.get("n") or 0)
+                < ni["min_n"])
+
+
+def _floor_reason(m: dict, ni: dict, label: str, noun: str = "cases") -> str:
+    """'coverage: 5 cases with references; non-inferiority at margin 0.05 needs ≥ 52'."""
+    worth = ""
+    if ni.get("units") is not None:
+        worth = f", worth {num(ni['units'], 1)} independent ones"
+    return (f"{label}: {cases_text(m, noun)}{worth}; non-inferiority at margin "
+            f"{ni.get('margin')} needs ≥ {ni['min_n']}")
+
+
 def _faithfulness_reasons(f: dict | None, alpha: float) -> list[str]:
     if not f or f.get("difference") is None:
         return ["faithfulness was not measured on any complete pair"]
     lvl = pct(f["conf_level"])
     what = (f"faithfulness B − A = {signed(f['difference'])} ({lvl} CI {num(f['ci_low'])} to "
-            f"{num(f['ci_high'])}, Holm p = {num(f.get('p_holm'))})")
+            f"{num(f['ci_high'])}, Holm p = {num(f.get('p_holm'))}, over {cases_text(f)})")
     out = []
-    if f.get("p_holm") is None:
+    if too_few_groups(f):
+        out.append(_too_few_reason(f, "faithfulness"))
+    elif f.get("p_holm") is None:
         out.append(f"no test possible: {what}" + (f"; {f['note']}" if f.get("note") else ""))
     elif f["p_holm"] > alpha:
         mde = (f.get("mde") or {})
         tail = ""
-        if mde.get("mde") is not None:
+        if mde.get("mde") is not None and mde.get("effective_n") is not None:
+            tail = (f"; the smallest difference this effective N ({num(mde['effective_n'], 1)} "
+                    f"of {cases_text(f)}) detects with 80% power is {num(mde['mde'])}")
+        elif mde.get("mde") is not None:
             tail = f"; the smallest difference this N detects with 80% power is {num(mde['mde'])}"
         elif mde.get("note"):
             tail = f"; {mde['note']}"
@@ -72,6 +115,8 @@ def _binary_reason(m: dict | None, label: str, alpha: float, remedy: str) -> str
     if not m or not m.get("n"):
         return f"no {label.split(' on ')[-1]}: {remedy}"
     ni = m.get("noninferiority") or {}
+    if ni.get("units") is not None and _short_of_floor(m, ni):
+        return _floor_reason(m, ni, label)
     if ni.get("holds"):
         return None
     lvl = pct(1 - 2 * alpha)
@@ -87,6 +132,8 @@ def _binary_reason(m: dict | None, label: str, alpha: float, remedy: str) -> str
     if ni.get("min_n") and m["n"] < ni["min_n"]:
         text += (f"; with {m['n']} such cases it cannot hold at this margin: it needs at least "
                  f"{ni['min_n']}")
+    else:
+        text += f", over {cases_text(m)}"
     return text
 
 
@@ -100,11 +147,15 @@ def effect_reasons(m: dict, cfg) -> list[str]:
                        "key points or a reference answer)")
     elif c.get("difference") is None:
         reasons.append("coverage was not measured on any complete pair")
+    elif too_few_groups(c):
+        reasons.append(_too_few_reason(c, "coverage"))
+    elif _short_of_floor(c, c.get("noninferiority") or {}):
+        reasons.append(_floor_reason(c, c["noninferiority"], "coverage", "cases with references"))
     elif not (c.get("noninferiority") or {}).get("holds"):
         ni = c.get("noninferiority") or {}
         reasons.append(f"coverage not shown non-inferior: B − A = {signed(c['difference'])}, "
                        f"lower {pct(1 - 2 * alpha)} limit {num(ni.get('ci_low'))} ≤ "
-                       f"−{ni.get('margin')} (the margin)")
+                       f"−{ni.get('margin')} (the margin), over {cases_text(c)}")
     pw = m.get("pairwise") or {}
     if pw.get("direction") == "A":
         # B more faithful yet significantly less preferred (e.g. it pastes the context): a
@@ -192,14 +243,18 @@ def sentence(m: dict, val: dict, cfg, prefix: str = "Given these contexts") -> s
     kappas = ", ".join(f"{j} {num(val[j]['kappa'])} (lower limit {num(val[j]['ci_low'])}, "
                        f"{val[j]['n_labels']} labels)" for j in CLAIM_JUDGES)
     lvl = pct(f["conf_level"])
+
+    def over(m: dict) -> str:
+        return f"{m.get('n')}" + (f" in {m['n_groups']} groups" if m.get("n_groups") else "")
+
     return (f"{prefix}, variant B was more faithful and no less complete than A, paired over "
-            f"{f['n']} questions{dropped} (faithfulness {f['difference']:+.3f}, {lvl} CI "
+            f"{cases_text(f, 'questions')}{dropped} (faithfulness {f['difference']:+.3f}, {lvl} CI "
             f"{num(f['ci_low'])} to {num(f['ci_high'])}, Holm p = {num(f['p_holm'])}; coverage "
-            f"B − A {c['difference']:+.3f} over {c.get('n')} questions, margin "
+            f"B − A {c['difference']:+.3f} over {cases_text(c, 'questions')}, margin "
             f"{c['noninferiority']['margin']}; refusals on answerable questions B − A "
-            f"{signed(ab['answerable']['difference'])} over {ab['answerable'].get('n')}, margin "
+            f"{signed(ab['answerable']['difference'])} over {over(ab['answerable'])}, margin "
             f"{ab['answerable']['noninferiority']['margin']}; correct abstention on unanswerable "
             f"questions B − A {signed(ab['unanswerable']['difference'])} over "
-            f"{ab['unanswerable'].get('n')}, margin "
+            f"{over(ab['unanswerable'])}, margin "
             f"{ab['unanswerable']['noninferiority']['margin']}), with each judge validated against "
             f"a human sample (kappa: {kappas}).")

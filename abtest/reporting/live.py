@@ -295,13 +295,14 @@ def _build_live_report(store: Store, run_id: str, config: Any = None) -> dict:
     for j in judg:
         if j["error"]:
             errors[j["case_id"]].append(f"{j['judge']}[{j['subject']}]: {j['error']}")
-    answered = {cid for cid in order
-                if all((cid, v) in items and items[(cid, v)]["error"] is None
-                       and items[(cid, v)]["answer"] is not None for v in VARIANTS)}
-    judged = {j["case_id"] for j in judg} | {c["case_id"] for c in store.checks(run_id)}
-    finished = [c for c in order if c in answered and c in judged and c not in errors]
-    unfinished = [c for c in order if c not in set(finished)]
-    status = "complete" if not unfinished and run["status"] == "complete" else "incomplete"
+    # the run's state and its finished questions: the one rule every surface reads (runstate)
+    from ..runstate import run_progress
+
+    prog = run_progress(store, run, cases=questions)
+    done = set(prog.finished)
+    finished = [c for c in order if c in done]
+    unfinished = [c for c in order if c not in done]
+    status = prog.state
     answers = {k: r["answer"] for k, r in items.items()}
     chunks = {k: json.loads(r["retrieved_json"] or "[]") for k, r in items.items()}
     chunk_ids = {k: [c["id"] for c in v] for k, v in chunks.items()}
@@ -345,8 +346,8 @@ def _build_live_report(store: Store, run_id: str, config: Any = None) -> dict:
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "created_at": plain(run["created_at"]), "n_cases": len(order),
         "n_finished": len(finished), "unfinished_cases": unfinished,
-        "unfinished_reasons": {c: (errors.get(c) or (["not asked (the run stopped)"]
-                                                     if c not in answered else ["not judged"]))[:3]
+        "unfinished_reasons": {c: [r if r != "not started" else "not asked (the run stopped)"
+                                   for r in prog.reasons.get(c, ["not judged"])][:3]
                                for c in unfinished},
         "incomplete_reason": stop_reason,
         "golden": {"name": run["fixture_name"], "path": run["fixture_path"],

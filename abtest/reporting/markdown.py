@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..fmt import clip, cost_line, interval, num, pct
+from ..fmt import clip, cost_line, interval, kappa_text, num, pct
 from .metrics import SCORE_JUDGES
 from . import notes
 from .model import json_shape
@@ -70,12 +70,12 @@ def judge_validation_md(val: dict) -> str:
         b = val.get(j)
         if not b:
             continue
-        rows.append([j, "yes" if j in claim else "no", b["n_labels"], num(b.get("kappa")),
-                     f"[{num(b.get('ci_low'))}, {num(b.get('ci_high'))}]",
+        rows.append([j, "yes" if j in claim else "no", b["n_labels"],
+                     kappa_text(b.get("kappa"), b.get("ci_low"), b.get("ci_high")),
                      "validated" if b.get("validated") else f"not validated: {b.get('reason')}"])
     if not rows:
         return "No human labels."
-    return (tabulate(rows, headers=["judge", "claim rests on it", "labels", "kappa", "CI",
+    return (tabulate(rows, headers=["judge", "claim rests on it", "labels", "kappa [CI]",
                                     "decision"], tablefmt="github", disable_numparse=True)
             + f"\n\nRule: {val.get('rule')}.")
 
@@ -101,6 +101,9 @@ def render_markdown(report: Report) -> str:
     fx = r["fixture"]
     add(f"- Fixture: `{fx['name']}`, corpus version {fx['corpus_version']}, retriever "
         f"`{fx.get('retriever')}`, cases_sha256 {fx['cases_sha256'][:16]}…")
+    grp = r.get("groups") or {}
+    if grp and grp.get("n_groups", 0) < grp.get("n_cases", 0):
+        add(f"- Groups: {grp['text']} — the unit of inference (docs/STATISTICS.md)")
     add(f"- Comparison kind: **{r['comparison_kind']}**")
     cost = cost_line(r)
     if cost:
@@ -163,6 +166,8 @@ def render_markdown(report: Report) -> str:
         add(tabulate(rows, headers=["check", "applies A", "applies B", "pass A", "pass B",
                                     "paired n", "McNemar mid-p", "newly failing in B"],
                      tablefmt="github", disable_numparse=True))
+    elif checks_so_far := notes.progress_so_far(r, "Check results"):
+        add(md(checks_so_far))
     else:
         add("No check applied to any case.")
     add("")
@@ -184,8 +189,12 @@ def render_markdown(report: Report) -> str:
                          interval(mm.get("ci_low"), mm.get("ci_high")), mm["test"],
                          num(mm["p_value"]), num(mm.get("p_holm"))])
     level = pct(1 - (r.get("holm") or {}).get("alpha", 0.05))
-    add(tabulate(rows, headers=["metric", "N", "A", "B", "B − A", f"{level} CI", "test", "p",
-                                "Holm p"], tablefmt="github", disable_numparse=True))
+    so_far = notes.progress_so_far(r, "Metric scores")
+    if not rows and so_far:
+        add(md(so_far))
+    else:
+        add(tabulate(rows, headers=["metric", "N", "A", "B", "B − A", f"{level} CI", "test", "p",
+                                    "Holm p"], tablefmt="github", disable_numparse=True))
     add("")
     add(md(notes.holm_note(r)))
     for note in notes.metric_notes(r) + notes.judge_notes(r):

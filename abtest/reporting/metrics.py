@@ -7,6 +7,11 @@ the numbers users read. Inputs are plain maps; nothing here reads a store.
 Conventions (docs/STATISTICS.md): differences are B − A; every CI is clipped to the
 range its quantity can take; the Holm family is fixed from the configured judges before
 any data is seen, and a member without data enters it as p = 1.
+
+Groups (docs/STATISTICS.md §10): when `groups` puts two or more of a metric's cases in one
+group, that metric's tests take the group as the unit (cluster-robust t, Durkalski's
+McNemar, the sign test on per-group sums) and say so in `inference`; otherwise every
+number is the iid one, computed by the same calls as without groups.
 """
 
 from __future__ import annotations
@@ -26,6 +31,11 @@ SCORE_JUDGES = ("faithfulness", "coverage", "quality", "relevance", "conformance
 DIFF_LIMITS = (-1.0, 1.0)  # the range of a difference of two 0–1 scores or rates
 # a length difference below this share of the pair's mean length counts as "equal length"
 LENGTH_TOLERANCE = 0.05
+# the fewest groups a cluster-robust t (CR2, Bell–McCaffrey df) is given a test with: at 10
+# groups a skewed group effect made the nominal 5 % test reject 8 %, from 20 within two
+# points (docs/STATISTICS.md §10, `validity_sim.py --group-size-check`)
+MIN_GROUPS = 20
+CLUSTER_T = "cluster (CR2, Bell–McCaffrey df)"
 
 JudgeMap = Mapping[tuple[str, str], Mapping[str, Mapping[str, Any]]]
 _NONE: dict = {}  # read-only stand-in for an absent map or row
@@ -48,6 +58,25 @@ def _clip(x, lo=DIFF_LIMITS[0], hi=DIFF_LIMITS[1]):
     return None if x is None else min(hi, max(lo, x))
 
 
+def group_labels(ids: list[str], groups: Mapping[str, str] | None) -> list | None:
+    """Each id's group label (a case `groups` does not name is a group of its own), or None
+    when no group among `ids` holds two cases: then nothing is clustered and every test is
+    the iid one. Labels are tuples, so a user's group named like a case id never meets it."""
+    if not groups:
+        return None
+    labels = [(0, groups[c]) if groups.get(c) is not None else (1, c) for c in ids]
+    return None if len(set(labels)) == len(labels) else labels
+
+
+def _sizes(labels: list) -> list[int]:
+    return list(Counter(labels).values())
+
+
+def _too_few(n: int, g: int) -> str:
+    return (f"too few groups: {n} cases in {g} groups; cluster-robust inference (CR2) needs at "
+            f"least {MIN_GROUPS} groups, so no test or interval is given")
+
+
 def direction(m: dict, alpha: float) -> str | None:
     """'B' or 'A' when the metric's difference is significant after Holm, else None."""
     if not m or m.get("difference") is None or m.get("p_holm") is None:
@@ -61,10 +90,12 @@ def direction(m: dict, alpha: float) -> str | None:
 
 def continuous(metric: str, a_by: Mapping[str, float | None], b_by: Mapping[str, float | None],
                ids: list[str], alpha: float, *, family_size: int = 1,
-               reason: Callable[[str, str], str] | None = None) -> dict:
+               reason: Callable[[str, str], str] | None = None,
+               groups: Mapping[str, str] | None = None) -> dict:
     """Paired t (primary), R-compatible Wilcoxon (secondary), Pratt (sensitivity) on the pairs
     where both sides have a score. Pairs dropped are listed per variant with their reasons
-    (`reason(case_id, "A"|"B")`, default "no score")."""
+    (`reason(case_id, "A"|"B")`, default "no score"). With groups (`group_labels`) the same
+    three run with the group as the unit: `_continuous_grouped`."""
     from .. import stats
 
     reason = reason or (lambda _cid, _v: "no score")
@@ -103,6 +134,9 @@ def continuous(metric: str, a_by: Mapping[str, float | None], b_by: Mapping[str,
         return out
     a = [x[1] for x in used]
     b = [x[2] for x in used]
+    labels = group_labels([x[0] for x in used], groups)
+    if labels is not None:
+        return _continuous_grouped(out, a, b, labels, alpha, family_size)
     t = stats.paired_t(a, b, conf_level=level, limits=DIFF_LIMITS)
     w = stats.wilcoxon(a, b)
     wp = stats.wilcoxon(a, b, zero_method="pratt", method="asymptotic")
@@ -134,18 +168,77 @@ def continuous(metric: str, a_by: Mapping[str, float | None], b_by: Mapping[str,
     return out
 
 
+def _continuous_grouped(out: dict, a: list[float], b: list[float], labels: list, alpha: float,
+                        family_size: int) -> dict:
+    """The group as the unit: CR2 t with Bell–McCaffrey df (primary), Wilcoxon and Pratt on
+    the per-group mean differences (one value per group), a cluster bootstrap below 30
+    groups, and the MDE at the effective N. Below MIN_GROUPS no test or interval."""
+    from .. import stats
+
+    level = 1 - alpha
+    n = len(a)
+    ct = stats.clustered_paired_t(a, b, labels, conf_level=level, limits=DIFF_LIMITS)
+    g = ct.n_groups
+    ok = g >= MIN_GROUPS
+    ga, gb = stats.group_means(a, labels), stats.group_means(b, labels)
+    w = stats.wilcoxon(ga, gb)
+    wp = stats.wilcoxon(ga, gb, zero_method="pratt", method="asymptotic")
+    out.update({"a": sum(a) / n, "b": sum(b) / n, "difference": ct.mean_diff,
+                "ci_low": ct.ci_low if ok else None, "ci_high": ct.ci_high if ok else None,
+                "ci_method": f"cluster-robust t (CR2, Bell–McCaffrey df), {pct(level)}, "
+                             "unadjusted, clipped to [-1, 1]",
+                "test": "clustered_t (CR2, Bell–McCaffrey df)",
+                "p_value": ct.p_value if ok else None, "d_z": ct.d_z, "sd_d": ct.sd_d,
+                "secondary": {"test": "wilcoxon on per-group mean differences (R-compatible: "
+                                      f"zeros dropped, {w.method}"
+                                      + (", continuity correction" if w.method != "exact" else "")
+                                      + ")", "method": w.method, "p_value": w.p_value,
+                              "n_used": w.n_used},
+                "sensitivity": {"test": "wilcoxon pratt on per-group mean differences",
+                                "p_value": wp.p_value},
+                "summary_a": plain(stats.summary(a)), "summary_b": plain(stats.summary(b)),
+                "n_groups": g, "design_effect": ct.design_effect, "effective_n": ct.effective_n,
+                "icc": ct.icc, "df": ct.df, "min_groups": MIN_GROUPS,
+                "inference": CLUSTER_T if ok else
+                f"none: too few groups ({g} < {MIN_GROUPS}) for cluster-robust inference"})
+    if g < 30:
+        bs = stats.cluster_bootstrap_mean_diff_ci(a, b, labels, n_boot=5000, seed=0,
+                                                  conf_level=level)
+        out["bootstrap"] = {"ci_low": bs.ci_low, "ci_high": bs.ci_high, "n_boot": 5000, "seed": 0,
+                            "method": "cluster percentile (whole groups resampled)"}
+    if ok and ct.sd_d and ct.effective_n and ct.effective_n > 1 and ct.df:
+        a_m = alpha / max(1, family_size)
+        mde = stats.mde_clustered_t(ct.effective_n, ct.df, ct.sd_d, alpha=a_m)
+        block: dict[str, Any] = {"mde": mde.mde, "d_z": mde.d_z, "alpha": a_m, "power": 0.8,
+                                 "sd_d": ct.sd_d, "effective_n": ct.effective_n, "df": ct.df}
+        if mde.mde is not None and mde.mde > DIFF_LIMITS[1]:
+            block["mde"] = None
+            block["note"] = (f"with an effective N of {ct.effective_n:.1f} ({n} cases in {g} "
+                             "groups) no difference within the 0–1 scale is detectable with 80% "
+                             "power")
+        out["mde"] = block
+    if not ok:
+        out["note"] = _too_few(n, g)
+    elif ct.note:
+        out["note"] = ct.note
+    return out
+
+
 def drop_bound(a_by: Mapping[str, float | None], b_by: Mapping[str, float | None],
-               ids: list[str], answerable: Mapping[str, bool], alpha: float) -> dict:
+               ids: list[str], answerable: Mapping[str, bool], alpha: float, *,
+               groups: Mapping[str, str] | None = None) -> dict:
     """The faithfulness effect under the worst case for the answerable pairs only one variant
     left unscored: where only B has no score (it refused, or made no claim) B counts 0;
     where only A has none, A counts 1. A variant that refuses exactly the answerable
     questions it would get wrong cannot buy a gain this way. On unanswerable questions an
     answer without a claim is the correct abstention, so those pairs stay out, as do
-    pairs where neither side has a score (both behaved alike)."""
+    pairs where neither side has a score (both behaved alike). With groups the paired t is
+    the cluster-robust one, and below MIN_GROUPS groups the bound cannot hold."""
     from .. import stats
 
     a: list[float] = []
     b: list[float] = []
+    kept: list[str] = []
     n_a = n_b = 0
     for cid in ids:
         x, y = a_by.get(cid), b_by.get(cid)
@@ -161,11 +254,27 @@ def drop_bound(a_by: Mapping[str, float | None], b_by: Mapping[str, float | None
         assert x is not None and y is not None  # both scored, or the missing one imputed
         a.append(x)
         b.append(y)
-    out = {"method": "worst case for B on answerable questions: a pair missing only B's score "
-                     "counts B = 0, a pair missing only A's score counts A = 1; paired t",
-           "imputed_b": n_b, "imputed_a": n_a, "n": len(a), "difference": None,
-           "ci_low": None, "ci_high": None, "p_value": None, "holds": False}
+        kept.append(cid)
+    out: dict[str, Any] = {
+        "method": "worst case for B on answerable questions: a pair missing only B's score "
+                  "counts B = 0, a pair missing only A's score counts A = 1; paired t",
+        "imputed_b": n_b, "imputed_a": n_a, "n": len(a), "difference": None,
+        "ci_low": None, "ci_high": None, "p_value": None, "holds": False}
     if len(a) < 2:
+        return out
+    labels = group_labels(kept, groups)
+    if labels is not None:
+        ct = stats.clustered_paired_t(a, b, labels, conf_level=1 - alpha, limits=DIFF_LIMITS)
+        ok = ct.n_groups >= MIN_GROUPS
+        out["method"] = out["method"].replace("paired t", "cluster-robust t (CR2, Bell–McCaffrey "
+                                                          "df) over the groups")
+        out.update({"difference": ct.mean_diff, "ci_low": ct.ci_low if ok else None,
+                    "ci_high": ct.ci_high if ok else None, "p_value": ct.p_value if ok else None,
+                    "n_groups": ct.n_groups,
+                    "inference": CLUSTER_T if ok else
+                    f"none: too few groups ({ct.n_groups} < {MIN_GROUPS})",
+                    "holds": bool(ok and ct.mean_diff is not None and ct.mean_diff > 0
+                                  and ct.p_value is not None and ct.p_value <= alpha)})
         return out
     t = stats.paired_t(a, b, conf_level=1 - alpha, limits=DIFF_LIMITS)
     out.update({"difference": t.mean_diff, "ci_low": t.ci_low, "ci_high": t.ci_high,
@@ -175,20 +284,56 @@ def drop_bound(a_by: Mapping[str, float | None], b_by: Mapping[str, float | None
     return out
 
 
-def noninferiority_continuous(a_by, b_by, ids: list[str], margin: float, alpha: float) -> dict:
+def noninferiority_continuous(a_by, b_by, ids: list[str], margin: float, alpha: float, *,
+                              groups: Mapping[str, str] | None = None) -> dict:
+    """Non-inferiority of a 0–1 score (coverage): the lower (1 − 2α) limit of B − A above
+    −margin, and at least `min_n` independent cases (docs/STATISTICS.md §2). The floor is
+    the binary one, ⌊z²(1 − m)/m⌋ + 1: a loss of m on a [−1, 1] difference can sit as full
+    losses on a share m of the cases, and with none of them sampled the (1 − 2α) score
+    limit of that share is z²/(N + z²), which must fall below m. The observed variance
+    cannot replace it: it is zero exactly when no loss was sampled (5 equal pairs once
+    showed non-inferiority, p = 0.5⁵). With groups the count is Kish's n²/Σn_g² (a group
+    of repeats fails together) and the interval the cluster-robust one."""
     from .. import stats
 
     both = [c for c in ids if a_by.get(c) is not None and b_by.get(c) is not None]
+    min_n = min_n_binary_noninferiority(margin, alpha)
     out = {"margin": margin, "conf_level": 1 - 2 * alpha, "ci_low": None, "p_value": None,
-           "holds": False, "rule": f"lower {pct(1 - 2 * alpha)} limit of B − A > −margin"}
+           "holds": False, "rule": f"lower {pct(1 - 2 * alpha)} limit of B − A > −margin",
+           "min_n": min_n}
     if len(both) < 2:
         out["note"] = "fewer than 2 pairs"
         return out
-    ni = stats.noninferiority_paired_t([a_by[c] for c in both], [b_by[c] for c in both], margin,
-                                       alpha=alpha)
-    out.update({"ci_low": _clip(ni.ci_low), "p_value": ni.p_value, "holds": ni.noninferior})
-    if ni.note:
-        out["note"] = ni.note
+    xa, xb = [a_by[c] for c in both], [b_by[c] for c in both]
+    labels = group_labels(both, groups)
+    if labels is None:
+        ni = stats.noninferiority_paired_t(xa, xb, margin, alpha=alpha)
+        enough = min_n is None or len(both) >= min_n
+        out.update({"ci_low": _clip(ni.ci_low), "p_value": ni.p_value,
+                    "holds": bool(ni.noninferior and enough)})
+        if ni.note:
+            out["note"] = ni.note
+        if not enough:
+            out["note"] = (f"{len(both)} pairs: non-inferiority at margin {margin} needs at least "
+                           f"{min_n}")
+        return out
+    cn = stats.noninferiority_clustered_t(xa, xb, labels, margin, alpha=alpha)
+    units = stats.kish_units(_sizes(labels))
+    ok = cn.n_groups >= MIN_GROUPS
+    enough = min_n is None or units >= min_n
+    out.update({"ci_low": _clip(cn.ci_low) if ok else None, "p_value": cn.p_value if ok else None,
+                "holds": bool(ok and enough and cn.noninferior),
+                "rule": f"lower {pct(1 - 2 * alpha)} cluster-robust limit of B − A > −margin",
+                "n_groups": cn.n_groups, "units": units,
+                "inference": CLUSTER_T if ok else
+                f"none: too few groups ({cn.n_groups} < {MIN_GROUPS})"})
+    if not ok:
+        out["note"] = _too_few(len(both), cn.n_groups)
+    elif not enough:
+        out["note"] = (f"{len(both)} pairs in {cn.n_groups} groups, worth {units:.1f} independent "
+                       f"ones: non-inferiority at margin {margin} needs at least {min_n}")
+    elif cn.note:
+        out["note"] = cn.note
     return out
 
 
@@ -196,13 +341,13 @@ def noninferiority_continuous(a_by, b_by, ids: list[str], margin: float, alpha: 
 
 def binary(name: str, a_by: Mapping[str, bool | None], b_by: Mapping[str, bool | None],
            ids: list[str], alpha: float, *, margin: float | None = None,
-           higher_is_better: bool = False) -> dict:
+           higher_is_better: bool = False, groups: Mapping[str, str] | None = None) -> dict:
     """Paired 2×2 of abstention, difference B − A (B is the first condition of the table).
 
     The non-inferiority rule depends on which way is better: where abstaining is an error
     (answerable questions) B may exceed A by less than the margin (upper limit < margin);
     where it is correct (unanswerable) B may fall short of A by less than the margin
-    (lower limit > −margin)."""
+    (lower limit > −margin). With groups: `_binary_grouped`."""
     from .. import stats
 
     used = [(cid, a_by[cid], b_by[cid]) for cid in ids if a_by.get(cid) is not None
@@ -227,6 +372,10 @@ def binary(name: str, a_by: Mapping[str, bool | None], b_by: Mapping[str, bool |
     b_only = sum(1 for _, a, b in used if b and not a)
     a_only = sum(1 for _, a, b in used if a and not b)
     n00 = len(used) - n11 - b_only - a_only
+    labels = group_labels([u[0] for u in used], groups)
+    if labels is not None:
+        return _binary_grouped(out, used, labels, (n11, b_only, a_only, n00), alpha, margin,
+                               higher_is_better)
     m = stats.mcnemar(a_only, b_only, method="midp")
     ci = stats.paired_proportion_diff_ci(n11, b_only, a_only, n00, method="tango",
                                          conf_level=1 - alpha)
@@ -250,10 +399,72 @@ def binary(name: str, a_by: Mapping[str, bool | None], b_by: Mapping[str, bool |
     return out
 
 
+def _binary_grouped(out: dict, used: list, labels: list, table: tuple[int, int, int, int],
+                    alpha: float, margin: float | None, higher_is_better: bool) -> dict:
+    """The group as the unit for a paired binary: Durkalski's clustered McNemar (its variance
+    from the groups' own discordance imbalances), and Tango's interval on the Rao–Scott
+    effective table (cells / DEFF). DEFF is Durkalski's ratio Σ(b_g − c_g)²/(b + c), at
+    least 1; with no discordant pair it cannot be estimated and takes the worst case, every
+    group's cases alike (Σn_g²/n). Non-inferiority also needs `min_n` independent cases,
+    counted as Kish's n²/Σn_g², so what the sample did not show cannot pass it."""
+    from .. import stats
+
+    n11, b_only, a_only, n00 = table
+    n = len(used)
+    bg: Counter = Counter()
+    cg: Counter = Counter()
+    for (_, a, b), lab in zip(used, labels):
+        if b and not a:
+            bg[lab] += 1
+        elif a and not b:
+            cg[lab] += 1
+    keys = list(dict.fromkeys(labels))
+    dm = stats.clustered_mcnemar([bg[k] for k in keys], [cg[k] for k in keys])
+    sizes = _sizes(labels)
+    units = stats.kish_units(sizes)
+    deff = max(1.0, dm.design_effect) if dm.design_effect is not None else n / units
+    ci = stats.rao_scott_tango_ci(n11, b_only, a_only, n00, deff, conf_level=1 - alpha)
+    out.update({"a": (n11 + a_only) / n, "b": (n11 + b_only) / n,
+                "difference": ci.estimate, "ci_low": ci.ci_low, "ci_high": ci.ci_high,
+                "ci_method": f"Tango score on the Rao–Scott effective table (cells / {deff:.2f}), "
+                             f"{pct(1 - alpha)}, unadjusted",
+                "test": "durkalski (clustered McNemar, 1 df)", "p_value": dm.p_value,
+                "table": {"both": n11, "a_only": a_only, "b_only": b_only, "neither": n00},
+                "secondary": {"statistic": dm.statistic},
+                "n_groups": len(keys), "design_effect": dm.design_effect,
+                "effective_n": n / deff,
+                "inference": f"cluster (Durkalski McNemar; Rao–Scott Tango, DEFF {deff:.2f}"
+                             + ("" if dm.design_effect is not None else
+                                ", worst case: no discordant pair") + ")"})
+    if margin is not None:
+        ci2 = stats.rao_scott_tango_ci(n11, b_only, a_only, n00, deff, conf_level=1 - 2 * alpha)
+        ni = out["noninferiority"]
+        assert ci2.ci_low is not None and ci2.ci_high is not None
+        enough = ni["min_n"] is None or units >= ni["min_n"]
+        if higher_is_better:
+            ni.update({"lower": ci2.ci_low, "holds": bool(enough and ci2.ci_low > -margin)})
+        else:
+            ni.update({"upper": ci2.ci_high, "holds": bool(enough and ci2.ci_high < margin)})
+        ni.update({"units": units, "n_groups": len(keys)})
+        ni["rule"] = ni["rule"].replace("Tango limit", "Rao–Scott Tango limit")
+        if not enough:
+            ni["note"] = (f"{n} cases in {len(keys)} groups, worth {units:.1f} independent ones: "
+                          f"non-inferiority at margin {margin} needs at least {ni['min_n']}")
+    if a_only + b_only == 0:
+        out["note"] = ("no discordant pairs: the design effect cannot be estimated; the interval "
+                       f"takes the worst case (effective N {n / deff:.1f})")
+    return out
+
+
 # --------------------------------------------------------------------------- pairwise
 
 def pairwise(ids: list[str], ab: list, ba: list, len_a: list[int], len_b: list[int],
-             alpha: float) -> tuple[dict, dict[str, str]]:
+             alpha: float, *, groups: Mapping[str, str] | None = None
+             ) -> tuple[dict, dict[str, str]]:
+    """The sign test on decisive pairs, the ties-as-half win rate and the judge's position
+    and length diagnostics. With groups the test is the sign test on per-group sums (one
+    vote per decisive group: exact at any number of groups) and the win-rate interval is
+    the CR2 one; the diagnostics describe the judge, case by case, and stay as they are."""
     from .. import stats
 
     pc = stats.pairwise_outcomes(ab, ba)
@@ -287,7 +498,41 @@ def pairwise(ids: list[str], ab: list, ba: list, len_a: list[int], len_b: list[i
         "length_ratio_b_over_a": (sum(len_b) / sum(len_a)) if sum(len_a) else None,
     }
     m["length_bias"] = length_bias(pc.outcomes, len_a, len_b, alpha)
+    labels = group_labels(ids, groups)
+    if labels is not None:
+        _pairwise_grouped(m, pc.outcomes, labels, alpha)
     return m, outcomes
+
+
+def _pairwise_grouped(m: dict, outcomes, labels: list, alpha: float) -> None:
+    from .. import stats
+
+    w = [1 if o == "B" else -1 if o == "A" else 0 for o in outcomes]
+    cs = stats.clustered_sign_test(w, labels, conf_level=1 - alpha)
+    scores = [(1 + x) / 2 for x in w]
+    ct = stats.clustered_paired_t([0.0] * len(w), scores, labels, conf_level=1 - alpha,
+                                  limits=(0.0, 1.0))
+    ok = cs.n_groups >= MIN_GROUPS
+    lo, hi = (ct.ci_low, ct.ci_high) if ok else (None, None)
+    m.update({"win_rate_ci": {"ci_low": lo, "ci_high": hi},
+              "ci_low": _clip(None if lo is None else 2 * lo - 1),
+              "ci_high": _clip(None if hi is None else 2 * hi - 1),
+              "ci_method": "cluster-robust t (CR2, Bell–McCaffrey df) on per-case scores "
+                           "{1, .5, 0}, as B − A win rates (ties half), clipped to [-1, 1]",
+              "test": "sign_test on per-group sums (exact, two-sided, one vote per decisive "
+                      "group)",
+              "p_value": cs.p_value, "midp": cs.midp,
+              "decisive_share_b": {"estimate": cs.estimate, "ci_low": cs.ci_low,
+                                   "ci_high": cs.ci_high, "method": "Wilson, over decisive groups"},
+              "by_group": {"b": cs.group_wins, "a": cs.group_losses, "none": cs.group_ties},
+              "secondary": {"test": "Durkalski-form chi-square, (Σw)²/Σ_g(Σ_g w)², 1 df",
+                            "statistic": cs.chi2, "p_value": cs.p_chi2},
+              "n_groups": cs.n_groups, "design_effect": ct.design_effect,
+              "effective_n": ct.effective_n, "icc": ct.icc,
+              "inference": "cluster (sign test on per-group sums)"})
+    if not ok:
+        m["note"] = (f"{cs.n_groups} groups: the sign test on groups is exact, but the win-rate "
+                     f"interval needs at least {MIN_GROUPS} groups and is not given")
 
 
 def length_bias(outcomes, len_a: list[int], len_b: list[int], alpha: float) -> dict:
@@ -393,13 +638,16 @@ def _n_claims(row: Any) -> int:
 
 
 def compute_metrics(finished: list[str], jv: JudgeMap, answerable: Mapping[str, bool],
-                    lengths: Mapping[tuple[str, str], int], cfg, judges) -> tuple[dict, dict, dict]:
+                    lengths: Mapping[tuple[str, str], int], cfg, judges, *,
+                    groups: Mapping[str, str] | None = None) -> tuple[dict, dict, dict]:
     """(metrics, pairwise outcome per case, Holm info) over the finished cases.
 
     `jv[(judge, subject)][case_id]` is a judgment row with at least `verdict` and `score`
     (subject "A"/"B", "AB"/"BA" for pairwise, "case" for keywords); `lengths[(case_id, v)]`
     is an answer's length in characters; `judges` the configured judge list, which fixes
-    the Holm family."""
+    the Holm family. `groups` maps case id → group key (abtest.groups.case_groups); a case
+    it does not name is a group of its own, and None or all singletons give exactly the
+    iid results."""
     from .. import stats
 
     alpha = cfg.alpha
@@ -427,7 +675,7 @@ def compute_metrics(finished: list[str], jv: JudgeMap, answerable: Mapping[str, 
         metrics["pairwise"], outcomes = pairwise(
             pw_ids, [pab[c]["verdict"] for c in pw_ids], [pba[c]["verdict"] for c in pw_ids],
             [lengths.get((c, "A"), 0) for c in pw_ids], [lengths.get((c, "B"), 0) for c in pw_ids],
-            alpha)
+            alpha, groups=groups)
     for judge in SCORE_JUDGES:
         ja, jb = jv.get((judge, "A"), _NONE), jv.get((judge, "B"), _NONE)
         applicable = [cid for cid in finished if cid in ja or cid in jb]
@@ -435,7 +683,7 @@ def compute_metrics(finished: list[str], jv: JudgeMap, answerable: Mapping[str, 
             continue
         sa, sb = score(judge, "A"), score(judge, "B")
         m = continuous(judge, sa, sb, applicable, alpha, family_size=len(family),
-                       reason=why_no_score if judge == "faithfulness" else None)
+                       reason=why_no_score if judge == "faithfulness" else None, groups=groups)
         if judge == "faithfulness":
             m["no_claims"] = {v: sorted(cid for cid in finished
                                         if (d.get(cid) or _NONE).get("verdict") == "no_claims")
@@ -443,7 +691,7 @@ def compute_metrics(finished: list[str], jv: JudgeMap, answerable: Mapping[str, 
             m["note_no_claims"] = ("an answer with no factual claim (an abstention) has no "
                                    "faithfulness score; its pair is dropped and counted per "
                                    "variant, and the claim must survive the worst-case drop bound")
-            m["drop_bound"] = drop_bound(sa, sb, applicable, answerable, alpha)
+            m["drop_bound"] = drop_bound(sa, sb, applicable, answerable, alpha, groups=groups)
             # the extractor returns at most max_claims claims (the schema's maxItems): an
             # answer that filled them may have made more, never checked (claim.py withholds)
             m["at_claim_cap"] = {v: sorted(cid for cid in finished
@@ -459,7 +707,8 @@ def compute_metrics(finished: list[str], jv: JudgeMap, answerable: Mapping[str, 
         if judge == "coverage":
             m["margin"] = cfg.margins.coverage
             m["noninferiority"] = noninferiority_continuous(sa, sb, applicable,
-                                                            cfg.margins.coverage, alpha)
+                                                            cfg.margins.coverage, alpha,
+                                                            groups=groups)
         metrics[judge] = m
     if abst["A"] or abst["B"]:
         def verdicts(v):
@@ -471,10 +720,10 @@ def compute_metrics(finished: list[str], jv: JudgeMap, answerable: Mapping[str, 
         un_ids = [c for c in finished if not answerable.get(c, True)]
         metrics["abstention"] = {
             "answerable": binary("abstention_answerable", aa, bb, ans_ids, alpha,
-                                 margin=cfg.margins.abstention_answerable),
+                                 margin=cfg.margins.abstention_answerable, groups=groups),
             "unanswerable": binary("abstention_unanswerable", aa, bb, un_ids, alpha,
                                    margin=cfg.margins.abstention_unanswerable,
-                                   higher_is_better=True),
+                                   higher_is_better=True, groups=groups),
             "direction_note": "difference = B − A abstention rate; on answerable cases lower is "
                               "better, on unanswerable cases higher is better"}
     if ("keywords", "case") in jv:

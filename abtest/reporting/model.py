@@ -123,6 +123,7 @@ class Secondary(_Part):
     method: Optional[str] = None
     p_value: Num
     n_used: Optional[int] = None
+    statistic: Num = None
 
 
 class Sensitivity(_Part):
@@ -149,6 +150,7 @@ class Bootstrap(_Part):
     ci_high: Num
     n_boot: int
     seed: int
+    method: Optional[str] = Field(None, description="with groups: whole groups resampled")
 
 
 class Mde(_Part):
@@ -158,6 +160,9 @@ class Mde(_Part):
     power: float
     sd_d: Num
     note: Optional[str] = None
+    effective_n: Num = Field(None, description="with groups: the N the MDE is computed at, "
+                                               "n / design_effect")
+    df: Num = Field(None, description="with groups: the cluster-robust t's degrees of freedom")
 
 
 class DropBound(_Part):
@@ -170,6 +175,8 @@ class DropBound(_Part):
     ci_high: Num
     p_value: Num
     holds: bool
+    n_groups: Optional[int] = None
+    inference: Optional[str] = None
 
 
 class NonInferiority(_Part):
@@ -183,6 +190,10 @@ class NonInferiority(_Part):
     lower: Num = None
     upper: Num = None
     note: Optional[str] = None
+    n_groups: Optional[int] = None
+    units: Num = Field(None, description="with groups: Kish's n²/Σn_g², the independent cases "
+                                         "the pairs are worth at most; compared with min_n")
+    inference: Optional[str] = None
 
 
 class _Paired(_Part):
@@ -203,6 +214,14 @@ class _Paired(_Part):
     significant: bool = False
     direction: Optional[Literal["A", "B"]] = None
     note: Optional[str] = None
+    # present only when some group holds two or more of the metric's cases (docs/STATISTICS.md §10)
+    n_groups: Optional[int] = Field(None, description="groups among the pairs used")
+    design_effect: Num = Field(None, description="cluster-robust over iid variance of the "
+                                                 "difference")
+    effective_n: Num = Field(None, description="n / design_effect")
+    icc: Num = Field(None, description="implied intra-group correlation, (DEFF − 1)/(Σn_g²/n − 1)")
+    inference: Optional[str] = Field(None, description="how the test treats groups, or why "
+                                                       "there is none ('none: too few groups')")
 
 
 class ScoreMetric(_Paired):
@@ -237,6 +256,9 @@ class ScoreMetric(_Paired):
     rubric: Optional[dict[str, Optional[str]]] = Field(
         None, description="conformance only: the one rubric both answers were scored against "
                           "(`from` A or B, `text`, `note`)")
+    df: Num = Field(None, description="with groups: the cluster-robust t's degrees of freedom")
+    min_groups: Optional[int] = Field(None, description="with groups: the fewest groups given "
+                                                        "a test")
 
 
 class Interval(_Part):
@@ -286,6 +308,9 @@ class PairwiseMetric(_Paired):
     first_position_win_rate: Num
     length_ratio_b_over_a: Num
     length_bias: LengthBias
+    by_group: Optional[dict[str, int]] = Field(
+        None, description="with groups: groups whose votes favour b, a or none")
+    secondary: Optional[Secondary] = None
 
 
 class Table2x2(_Part):
@@ -539,21 +564,57 @@ class _Whole(_Part):
         return whole
 
 
+class LargestGroup(_Part):
+    group: str
+    n: int
+
+
+class Groups(_Part):
+    """Which cases are one group (repeats, `group`, `group_by`): the unit of inference."""
+
+    n_cases: int
+    n_groups: int
+    n_repeats: Optional[int]
+    n_singletons: int
+    largest: Optional[LargestGroup]
+    group_by: Optional[str]
+    text: str
+
+
+class Progress(_Part):
+    """Where the run is: its state (the one every surface shows) and what exists so far, as
+    counts; never an estimate."""
+
+    state: Literal["running", "interrupted", "stopped", "incomplete", "complete"]
+    n_cases: int
+    finished: int
+    started: int
+    errored: int
+    not_started: int
+    line: str
+    judged: dict[str, int] = Field(description="per judge, cases it judged without error "
+                                               "(both sides where it has two)")
+
+
 class Report(_Whole):
     """`abtest report RUN --format json`, key for key and in this order."""
 
     schema_version: int
     run_id: str
     kind: str
-    status: Literal["complete", "incomplete"]
+    status: Literal["running", "interrupted", "stopped", "incomplete", "complete"]
     generated_at: str
     created_at: Optional[str]
     n_cases: int
     n_finished: int
     unfinished_cases: list[str]
     unfinished_reasons: dict[str, list[str]]
+    progress: Optional[Progress] = Field(None, description="the run's state and what exists so "
+                                                           "far (absent in older reports)")
     fixture: Fixture
     variants: Variants
+    groups: Optional[Groups] = Field(None, description="the run's cases in groups; None when "
+                                                       "its fixture is not readable")
     models: Models
     git_commit: Optional[str]
     comparison_kind: Optional[Literal["prompt", "pipeline_change", "model"]]
@@ -563,6 +624,9 @@ class Report(_Whole):
     judges: list[str]
     judge_validation: JudgeValidation
     metrics: Metrics
+    stat_warnings: list[str] = Field(default_factory=list, description="what the statistics "
+                                     "libraries warned while computing the metrics (a report "
+                                     "note, never stderr)")
     holm: Holm
     incidents: list[Incident]
     calls: Calls
@@ -735,7 +799,7 @@ class LiveReport(_Whole):
     schema_version: int
     run_id: str
     kind: Literal["live"]
-    status: Literal["complete", "incomplete"]
+    status: Literal["running", "interrupted", "stopped", "incomplete", "complete"]
     generated_at: str
     created_at: Optional[str]
     n_cases: int

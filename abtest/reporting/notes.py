@@ -123,6 +123,20 @@ def frozen_vs_live_cases(cc: dict) -> Sentence:
                  "the metric's value in both.")
 
 
+def progress_so_far(r: dict, what: str) -> Sentence | None:
+    """On an unfinished run, where a section would say "none measured": what exists so far,
+    as counts (never an estimate). None on a complete run or a report without progress."""
+    p = _d(r.get("progress"))
+    if not p or r.get("status") == "complete":
+        return None
+    judged = _d(p.get("judged"))
+    done = ", ".join(f"{k} {num(v)}" for k, v in judged.items()) or "none"
+    return (strong(f"{p.get('state')}:"),
+            ("", f" {num(p.get('finished'))} of {num(p.get('n_cases'))} cases finished, "
+                 f"{num(p.get('started'))} with answers; cases judged so far: {done}. "
+                 f"{what} wait until every case is finished."))
+
+
 def live_withheld(r: dict) -> Sentence:
     """An incomplete live run's estimates are withheld: what to do about it."""
     return (("", "No estimate is shown for an incomplete live run: finished questions are listed "
@@ -200,6 +214,13 @@ def metric_notes(r: dict) -> list[Sentence]:
         if mde and not mm.get("significant"):
             if mde.get("mde") is None:
                 out.append(plain(f"{key}: not significant; {mde.get('note', 'MDE undefined')}."))
+            elif mde.get("effective_n") is not None:   # grouped: the effective N decides
+                out.append(plain(
+                    f"{key}: not significant. With {mm.get('n')} paired questions in "
+                    f"{mm.get('n_groups')} groups (an effective N of {num(mde['effective_n'], 1)}, "
+                    f"{num(mde.get('df'), 1)} df), α = {mde['alpha']:.3f} (Holm-conservative), "
+                    f"two-sided, 80% power, the study can detect a mean difference of ≥ "
+                    f"{num(mde['mde'])} (d_z = {num(mde.get('d_z'))}, sd_d = {num(mde.get('sd_d'))})."))
             else:
                 out.append(plain(
                     f"{key}: not significant. With N = {mm.get('n')} paired questions, α = "
@@ -214,6 +235,27 @@ def metric_notes(r: dict) -> list[Sentence]:
                              f"{ni.get('rule')}): {'holds' if ni.get('holds') else 'not shown'} "
                              f"(limit {num(lim)}; needs at least {ni.get('min_n')} such cases to "
                              "be able to hold)."))
+    for key, mm in _grouped_metrics(m):
+        out.append(plain(
+            f"{key}: {mm.get('n')} cases in {mm.get('n_groups')} groups — design effect "
+            f"{num(mm.get('design_effect'), 2)}, effective N {num(mm.get('effective_n'), 1)}; "
+            f"inference: {mm.get('inference')}."))
+    for w in r.get("stat_warnings") or []:
+        out.append(plain(f"The statistics library warned while computing these figures: {w}."))
+    return out
+
+
+def _grouped_metrics(m: dict) -> list[tuple[str, dict]]:
+    """The metrics whose cases share groups (their unit of inference is the group)."""
+    out = []
+    for key in ("pairwise", "faithfulness", "coverage", "quality", "relevance", "conformance"):
+        mm = _d(m.get(key))
+        if mm.get("n_groups") is not None:
+            out.append((key, mm))
+    for sub in ("answerable", "unanswerable"):
+        mm = _d(_d(m.get("abstention")).get(sub))
+        if mm.get("n_groups") is not None:
+            out.append((f"abstention ({sub})", mm))
     return out
 
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 def environment() -> jinja2.Environment:
     import jinja2
 
-    from ..fmt import interval, num, signed
+    from ..fmt import interval, kappa_text, num, signed
     from . import figures, notes
 
     loader = jinja2.ChoiceLoader([jinja2.PackageLoader("abtest.view", "templates"),
@@ -26,7 +26,8 @@ def environment() -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True, bytecode_cache=_compiled())
     env.filters.update(num=num, signed=signed, dash=lambda x, nd=3: num(x, nd, missing="—"),
                        na=lambda x: "n/a" if x is None else x, coord=lambda x: f"{x:.1f}")
-    env.globals.update(interval=interval, notes=notes, asset=asset, figures=figures)
+    env.globals.update(interval=interval, notes=notes, asset=asset, figures=figures,
+                       kappa_text=kappa_text)
     return env
 
 

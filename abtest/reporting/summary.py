@@ -48,7 +48,7 @@ def summarize_json(rep: dict) -> dict[str, Any]:
     return {"licensed": licensed, "claim": claim, "reasons": [] if licensed else reasons,
             "gate": (rep.get("gate") or {}).get("decision") or "—",
             "resolved": ", ".join(gen.get("resolved") or []),
-            "n_finished": rep.get("n_finished"),
+            "n_finished": rep.get("n_finished"), "status": rep.get("status"),
             "pairwise": {k: pw.get(k) for k in ("b_wins", "a_wins", "no_preference", "n")}
             if pw else None,
             "faithfulness": {k: faith.get(k) for k in ("difference", "ci_low", "ci_high",

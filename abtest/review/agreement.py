@@ -8,7 +8,7 @@ import json
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..fmt import num, pct
+from ..fmt import kappa_text, num, pct
 from ..runs import load_run, run_config
 from .ppi import ppi_headlines
 
@@ -167,8 +167,8 @@ def render_status(st: dict) -> str:
     lines.append(f"validation rule: {val['rule']}")
     for j in ("pairwise", *val["claim_judges"]):
         b = val[j]
-        lines.append(f"  {j:<13} {b['n_labels']:>4} labels, kappa {num(b['kappa'])} "
-                     f"[{num(b['ci_low'])}, {num(b['ci_high'])}] → "
+        lines.append(f"  {j:<13} {b['n_labels']:>4} labels, kappa "
+                     f"{kappa_text(b['kappa'], b['ci_low'], b['ci_high'])} → "
                      + ("VALIDATED" if b["validated"] else f"not validated ({b.get('reason')})")
                      + ("" if j in val["claim_judges"] else "  (not part of the claim)"))
     lines.append(f"  {st['message']}")
@@ -178,7 +178,7 @@ def render_status(st: dict) -> str:
         if not a:
             continue
         lines.append(f"agreement {j}: n {a['n']}, raw {num(a['agreement'])}, kappa "
-                     f"{num(a['kappa'])} [{conf}% CI {num(a['ci_low'])}, {num(a['ci_high'])}]")
+                     f"{kappa_text(a['kappa'], a['ci_low'], a['ci_high'])} ({conf}% CI)")
         pi = a.get("position_inconsistent") or {}
         if pi.get("n"):
             lines.append(f"  position-inconsistent items: {pi['n']} (human labels "

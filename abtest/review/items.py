@@ -40,9 +40,13 @@ CLAIM_TASK = ("Is the claim supported by the retrieved context? Label supported 
 
 COVERAGE_TASK = ("Does the answer state this key point (in any wording)? Label covered only "
                  "when it does; a point the answer omits or contradicts is not_covered.")
-ABSTENTION_TASK = ("Does the answer abstain: decline to answer, or say only that it does not "
-                   "know or that the documents do not contain the answer? Label answered when it "
-                   "states an answer in any way, even after a hedge (\"I'm not sure, but …\").")
+# the abstention judge's own question (claims_extract_v3 / abstention_v3): the labels that
+# validate it must answer the same one
+ABSTENTION_TASK = ("Does the answer answer the question asked? Label abstained when it does "
+                   "not: it declines, says it does not know or that the documents do not say, or "
+                   "answers a different question, even when it adds other facts, true or cited. "
+                   "Label answered when it states an answer to this question, even a hedged, "
+                   "partial or wrong one (\"I'm not sure, but it opens at 9am\").")
 
 SCORE = {"A": 0.0, "tie": 0.5, "B": 1.0}   # win-rate score of a pairwise outcome (B wins = 1)
 

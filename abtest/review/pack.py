@@ -13,6 +13,12 @@ item's side mapping to "A"/"B" at import time ("tie" stays "tie"), so
 report's pairwise statistics use) and `human_labels.label` are directly comparable.
 Claim items use "supported"/"unsupported" (the judge's contradicted and
 not_in_context both count as unsupported), coverage items "covered"/"not_covered",
+abstention items "abstained"/"answered" (does the answer answer the question asked).
+
+The judge's reasoning stays with the verdict, out of the pack: an abstention item's secret
+record keeps the judge's one-sentence rationale (`judge_rationale`) for whoever adjudicates
+a disagreement after labelling. Shown beside the answer it would tell the reviewer the
+verdict, and the labels that validate the judge would lean towards it.
 
 The page is the Jinja template `assets/review_page.html` with its CSS and JS files inlined: no
 network, no external resource; data is rendered with textContent only.
@@ -176,6 +182,7 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
     cl_sample = stratified(claim_pools, n, f"{base}:claims")
     cov_pools: dict[str, list] = defaultdict(list)
     abs_pools: dict[str, list] = defaultdict(list)
+    abs_why: dict[tuple[str, str], str] = {}       # the abstention judge's reason, per answer
     for j in src.judgments:
         cid, v = j["case_id"], j["subject"]
         if (j["sample"] != 0 or j["error"] or j["verdict"] is None or cid not in cases
@@ -183,6 +190,8 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
             continue
         if j["judge"] == "abstention":
             abs_pools[j["verdict"]].append((cid, v))
+            if j["rationale"]:
+                abs_why[(cid, v)] = j["rationale"]
         elif j["judge"] == "coverage" and j["result_json"]:
             res = json.loads(j["result_json"])
             covered = set(res.get("covered") or [])
@@ -223,7 +232,9 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
         selected.append({
             "key": f"abstention|{cid}|{v}", "judge": "abstention", "case_id": cid,
             "fingerprint": item_sha(answer(cid, v)), "judge_label": label,
-            "secret": {"kind": "abstention", "variant": v, "stratum": label}})
+            "secret": {"kind": "abstention", "variant": v, "stratum": label,
+                       **({"judge_rationale": abs_why[(cid, v)]} if (cid, v) in abs_why
+                          else {})}})
 
     # reuse ids and sides of items already exported for this run
     existing: dict[str, dict] = {}

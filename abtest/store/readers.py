@@ -202,6 +202,11 @@ def remote_rows(info: dict, sql: str, params, *, path: Path,
                        "shape": "columns"}, default=_encode).encode("utf-8")
     req = urllib.request.Request(info["url"], data=body, method="POST",
                                  headers={"Content-Type": "application/json"})
+    # a busy writer (a run starting, its threads at work) may take seconds to answer: say so
+    # within a second, once per process, rather than sit silent
+    timer = threading.Timer(SLOW_READ_NOTICE_S, _say_slow, args=(info, path))
+    timer.daemon = True
+    timer.start()
     try:
         with _opener().open(req, timeout=timeout) as resp:
             got = json.loads(resp.read(), object_hook=_decode)
@@ -218,6 +223,19 @@ def remote_rows(info: dict, sql: str, params, *, path: Path,
     except (urllib.error.URLError, OSError) as exc:
         raise WriterGone("results store is in use by another abtest process, which stopped "
                          f"answering reads ({exc}); wait for it to finish", file=str(path)) from None
+    finally:
+        timer.cancel()
+
+
+SLOW_READ_NOTICE_S = 1.0
+_SAID_SLOW = threading.Event()
+
+
+def _say_slow(info: dict, path: Path) -> None:
+    if not _SAID_SLOW.is_set():
+        _SAID_SLOW.set()
+        notice(f"reading {path} through the abtest process writing it (pid {info.get('pid')}); "
+               "it is busy and answers slowly, waiting for it")
 
 
 def answers(info: dict, path: Path) -> bool:

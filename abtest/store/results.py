@@ -689,44 +689,6 @@ class Store:
                           "HAVING count(DISTINCT variant) = 2) GROUP BY run_id", [ids])
         return {r["run_id"]: r["n"] for r in rows}
 
-    def run_progress(self, run_ids: Iterable[str]) -> dict[str, dict[str, int]]:
-        """Per run: `finished` cases, by the report's rule (both answers, no generation or
-        judge error; a live run's also judged), `errored` cases and `started` ones — what a
-        running run's pages show, in one query instead of a report."""
-        ids = list(run_ids)
-        if not ids:
-            return {}
-        has_live = self.has_table("live_items")
-        # run_id IN (…): DuckDB skips the row groups of other runs (list_contains scans all)
-        mine = f"run_id IN ({', '.join('?' * len(ids))})"
-        answers = (f"SELECT run_id, case_id, variant, error, false AS judged_needed FROM "
-                   f"generations WHERE {mine}")
-        params = list(ids)
-        if has_live:
-            answers += (" UNION ALL SELECT run_id, case_id, variant, coalesce(error, CASE WHEN "
-                        f"answer IS NULL THEN 'no answer' END), true FROM live_items WHERE {mine}")
-            params += ids
-        params += ids
-        if has_live:
-            params += ids
-        rows = self._rows(
-            f"WITH g AS (SELECT run_id, case_id, count(DISTINCT variant) AS nv, count(error) AS "
-            f"ne, bool_or(judged_needed) AS live FROM ({answers}) GROUP BY run_id, case_id), "
-            "j AS (SELECT run_id, case_id, count(error) AS ne FROM judgments WHERE "
-            f"{mine} AND sample = 0 GROUP BY run_id, case_id"
-            + (f" UNION ALL SELECT run_id, case_id, 0 FROM checks WHERE {mine} "
-               "GROUP BY run_id, case_id" if has_live else "") + "), "
-            "jj AS (SELECT run_id, case_id, sum(ne) AS ne FROM j GROUP BY run_id, case_id) "
-            "SELECT g.run_id, count(*) AS started, "
-            "count(*) FILTER (WHERE g.nv = 2 AND g.ne = 0 AND coalesce(jj.ne, 0) = 0 AND "
-            "(NOT g.live OR jj.case_id IS NOT NULL)) AS finished, "
-            "count(*) FILTER (WHERE g.ne > 0 OR coalesce(jj.ne, 0) > 0) AS errored "
-            "FROM g LEFT JOIN jj USING (run_id, case_id) GROUP BY g.run_id", params)
-        out = {rid: {"started": 0, "finished": 0, "errored": 0} for rid in ids}
-        for r in rows:
-            out[r["run_id"]] = {k: int(r[k] or 0) for k in ("started", "finished", "errored")}
-        return out
-
     # -- export -------------------------------------------------------------
     RUN_TABLES: tuple[str, ...] = ("runs", "generations", "llm_calls", "checks", "judgments",
                                    "claims", "human_labels", "review_items")

@@ -36,6 +36,18 @@ def allowed_hosts(host: str, port: int) -> frozenset[str]:
     return frozenset(f"{h}:{port}".lower() for h in ("127.0.0.1", "localhost", "[::1]", own))
 
 
+def case_href(base: str, case_id: object, qs: str = "") -> str:
+    """A case page's URL under `base` (/runs/RUN): the id percent-encoded whole ("/", "%",
+    spaces and any unicode included), so every id reaches its page; an id that is a dot
+    segment ("." or "..", which a browser resolves away) goes in the query instead."""
+    from urllib.parse import quote
+
+    q = quote(str(case_id), safe="")
+    if q in (".", ".."):
+        return f"{base}/case?id={q}" + (f"&{qs[1:]}" if qs.startswith("?") else qs)
+    return f"{base}/cases/{q}{qs}"
+
+
 def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
     """The ASGI app for one results store; `hosts` are the Host headers it answers (None:
     the loopback names on any port, for an app not bound by serve())."""
@@ -56,6 +68,7 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
     import hashlib
 
     env.globals["asset_version"] = hashlib.sha256(b"".join(body_of.values())).hexdigest()[:12]
+    env.globals["case_href"] = case_href
     # forms that write (review labels) carry this, so another site cannot post to the view
     import secrets
 
@@ -111,23 +124,18 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
         return JSONResponse(out)
 
     def _state_of(store, run, rep) -> str:
-        from ..runs import activity
-
-        state = activity(store, run)
-        return "incomplete" if state == "complete" and rep["status"] != "complete" else state
+        return data.counts(store, run)["state"]
 
     def run_and_progress(request):
         """The run, where it is (progress), and its report unless it is running (a running
         run's page shows progress only: nothing is estimated, nothing to build)."""
-        from ..runs import activity, load_run
+        from ..runs import load_run
 
         store = open_store()
         try:
             run = load_run(store, request.path_params["run_id"])
-            prog = data.progress(store, run, activity(store, run))
+            prog = data.progress(store, run)
             rep = None if prog["state"] == "running" else data.report_of(store, run)
-            if rep is not None and rep["status"] != "complete" and prog["state"] == "complete":
-                prog = data.progress(store, run, "incomplete")   # the report counts unfinished
         except UserError as exc:
             raise HTTPException(404, exc.line()) from None
         finally:
@@ -214,7 +222,10 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
 
         store, run, rep = with_run(request)
         try:
-            detail = data.case_detail(store, run, rep, request.path_params["case_id"])
+            cid = request.path_params.get("case_id")
+            if cid is None:
+                cid = request.query_params.get("id") or ""
+            detail = data.case_detail(store, run, rep, cid)
             prog = data.progress(store, run, _state_of(store, run, rep))
         except UserError as exc:
             raise HTTPException(404, exc.line()) from None
@@ -398,6 +409,7 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
               Route("/runs/{run_id}/review/label", review_label, methods=["POST"]),
               Route("/runs/{run_id}/review/draw", review_draw, methods=["POST"]),
               Route("/runs/{run_id}/cases/{case_id:path}", case),
+              Route("/runs/{run_id}/case", case),   # ?id=…: ids a path cannot carry (".", "..")
               Route("/compare", compare), Route("/assets/{name}", asset)]
     def host_ok(request) -> bool:
         got = (request.headers.get("host") or "").strip().lower()

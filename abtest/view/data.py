@@ -27,40 +27,41 @@ def _state(store, run: dict) -> str:
     """The run's state as its stored summary records it; a run stored as running also counts
     its cases and says whether a process still writes it, so its page moves as the run does."""
     from ..reporting.summary import state_of
-    from ..runs import activity
 
     st = state_of(run, store.labels_state(run["run_id"]))
     if run["status"] == "running":
-        p = store.run_progress([run["run_id"]])[run["run_id"]]
-        st += f"|{activity(store, run)}|{p['started']}|{p['finished']}|{p['errored']}"
+        p = counts(store, run)
+        st += f"|{p['state']}|{p['started']}|{p['finished']}|{p['errored']}"
     return st
+
+
+def counts(store, run: dict) -> dict[str, Any]:
+    """The run's state and case counts by the one rule (runstate.run_progress)."""
+    from ..runstate import run_progress
+
+    full = run if "info_json" in run else (store.get_run(run["run_id"]) or run)
+    return run_progress(store, full).as_dict()
 
 
 def progress(store, run: dict, state: str | None = None) -> dict[str, Any]:
     """Where a run is, for the line every page of an unfinished run shows: its state
-    (running, interrupted, incomplete, complete), cases finished of all, with an error, and
-    how to continue it (never for a running run: that would start a second writer)."""
-    from ..runs import activity, resume_hint
+    (running, interrupted, stopped, incomplete, complete), cases finished of all, with an
+    error, and how to continue it (never for a running run: that would start a second
+    writer). `state` is not taken on trust: the one rule decides it."""
+    from ..runs import resume_hint
 
-    state = state or activity(store, run)
-    n = run.get("n_cases") or 0
-    if state == "complete":   # every case finished: nothing to count
-        return {"state": state, "n_cases": n, "started": n, "finished": n, "errored": 0,
-                "not_started": 0, "line": f"complete: {n} of {n} cases finished", "hint": None,
-                "why": ""}
-    p = store.run_progress([run["run_id"]])[run["run_id"]]
-    line = f"{state}: {p['finished']} of {n} cases finished"
-    if p["errored"]:
-        line += f", {p['errored']} with an error"
-    out = {"state": state, "n_cases": n, **p, "not_started": max(n - p["started"], 0),
-           "line": line, "hint": None, "why": ""}
+    out = {**counts(store, run), "hint": None, "why": ""}
+    state = out["state"]
     if state == "interrupted":
         out["why"] = ("No process is writing it: the process that ran it stopped before the "
                       "end (killed, or the machine restarted).")
+    elif state == "stopped":
+        out["why"] = ("It was stopped (Ctrl-C or SIGTERM) and recorded so; unfinished cases are "
+                      "not scored until it is resumed and every case is finished.")
     elif state == "incomplete":
         out["why"] = ("Unfinished cases are not scored; the run page's and report's figures wait "
                       "until every case is finished.")
-    if state in ("interrupted", "incomplete"):
+    if state in ("interrupted", "stopped", "incomplete"):
         batch = bool(store.has_table("batches") and store.batches(run["run_id"], pending=True))
         out["hint"] = resume_hint(run, batch=batch)
     return out
@@ -160,16 +161,19 @@ def _run_row(run: dict) -> dict[str, Any]:
 def _with_summary(row: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
     row.update({k: summary.get(k) for k in ("licensed", "claim", "gate", "resolved",
                                              "n_finished", "pairwise", "faithfulness")})
+    if summary.get("status"):   # the report's state: the one rule's, not the stored word
+        row["status"] = summary["status"]
     row["reasons"] = summary.get("reasons") or ([] if summary.get("licensed")
                                                 else [summary.get("claim")])
     return row
 
 
-def _running_row(row: dict[str, Any], state: str, finished: int) -> dict[str, Any]:
-    row.update(status=state, n_finished=finished,
+def _running_row(row: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
+    state = p["state"]
+    row.update(status=state, n_finished=p["finished"],
                claim=("running: no claim until every case is finished" if state == "running"
-                      else "interrupted: its process stopped before the end; resume it (the "
-                      "run page says how)"))
+                      else f"{state}: its process stopped before the end; resume it (the run "
+                      "page says how)"))
     row["reasons"] = [row["claim"]]
     return row
 
@@ -179,20 +183,15 @@ def runs_overview(store) -> list[dict]:
     summaries the store keeps, else from this process's memory; a run with neither is marked
     pending and the page asks for its row (/runs/ID/row) after it has rendered."""
     from ..reporting.summary import state_of
-    from ..runs import activity
 
     runs = list(reversed(store.list_runs(columns=RUN_COLUMNS)))
     stored, labels = store.run_summaries(), store.labels_states()
-    marked = [r["run_id"] for r in runs if r["status"] == "running"]
-    prog = store.run_progress(marked)
-    writing = store.writing_runs() if marked else set()
     out = []
     for run in runs:
         rid = run["run_id"]
         row = _run_row(run)
-        if run["status"] == "running":
-            out.append(_running_row(row, activity(store, run, writing),
-                                    (prog.get(rid) or {}).get("finished", 0)))
+        if run["status"] == "running":   # counted now: its state moves as it runs, or died
+            out.append(_running_row(row, counts(store, store.get_run(rid) or run)))
             continue
         state = state_of(run, labels.get(rid))
         summary = stored.get(rid)
@@ -225,12 +224,9 @@ def filter_runs(rows: list[dict], query: dict[str, str]) -> int:
 
 def run_row(store, run: dict) -> dict[str, Any]:
     """One run's row of the runs page, its summary built now if need be."""
-    from ..runs import activity
-
     row = _run_row(run)
     if run["status"] == "running":
-        p = store.run_progress([run["run_id"]])[run["run_id"]]
-        return _running_row(row, activity(store, run), p["finished"])
+        return _running_row(row, counts(store, run))
     return _with_summary(row, summary_of(store, run))
 
 
@@ -389,6 +385,9 @@ def case_detail(store, run: dict, rep: dict, case_id: str) -> dict[str, Any]:
                             (gens.get("B") or {}).get("answer") or ""),
         "claims": claims, "coverage": coverage,
         "abstention": {v: (judg.get(("abstention", v)) or {}).get("verdict") for v in ("A", "B")},
+        # the abstention judge's own reason (whether the answer answers the question asked)
+        "abstention_why": {v: (judg.get(("abstention", v)) or {}).get("rationale")
+                           for v in ("A", "B")},
         "faithfulness": {v: (judg.get(("faithfulness", v)) or {}).get("score") for v in ("A", "B")},
         "pairwise": pairwise, "outcome": row.get("pairwise"), "checks": checks,
         "prompts": prompt, "prompt_diff": unified_diff(prompt["A"], prompt["B"], "A", "B"),

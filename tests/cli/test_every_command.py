@@ -106,6 +106,7 @@ CASES: dict[str, dict[str, list[str] | None]] = {
                        "bad": ["golden", "confirm", "bad.jsonl", "--all"], "id": NA},
     "suggest": {"ok": ["suggest", "{run}", "--variant", "B"], "missing": NA,
                 "bad": ["suggest", "{run}", "--variant", "C"], "id": ["suggest", EVIL]},
+    "runs": {"ok": ["runs"], "missing": NA, "bad": ["runs", "--format", "xml"], "id": NA},
     "history": {"ok": ["history"], "missing": NA,
                 "bad": ["history", "--format", "xml"], "id": NA},
     "compare": {"ok": ["compare", "{run}", "{run}"], "missing": NA,

@@ -108,22 +108,16 @@ def test_hedged_hallucination_is_extracted_and_scored(tmp_path, brain):
     assert claims == [{"claim": "Normandy is in Spain.", "verdict": "not_in_context",
                        "chunk_id": None}]
     hedged = "I do not know for certain. Normandy is in Spain."
-    rows = J.claims_and_abstention(gw, judge_spec(), case(), hedged, "B",
-                                   ["faithfulness", "abstention"])
-    ab = rows[1][0]
-    assert ab["verdict"] == "answered" and json.loads(ab["result_json"]) == {
-        "method": "asked with the claim extraction", "judge_said": "answered"}
     n_calls = len(brain.calls)
-
-    # a judge fooled by the hedge: the answer's claim overrules it
-    plain = brain.j_claims
-    brain.j_claims = lambda prompt: {**plain(prompt), "abstained": True}
     rows = J.claims_and_abstention(gw, judge_spec(), case(), hedged + " ", "B",
                                    ["faithfulness", "abstention"])
     ab = rows[1][0]
-    assert json.loads(ab["result_json"])["judge_said"] == "abstained"
     assert ab["verdict"] == "answered" and ab["score"] == 0.0
-    assert "1 factual claim" in ab["rationale"]
+    assert json.loads(ab["result_json"]) == {
+        "method": "asked with the claim extraction", "judge_said": "answered",
+        "answers_question": True, "rationale": "it states an answer", "n_claims": 1}
+    assert ab["rationale"] == "it states an answer"
+    assert rows[0][0]["verdict"] == "scored" and rows[0][0]["score"] == 0.0
     # abstention asked in the extraction call: no call of its own (the verification of the
     # same claim comes from the response cache)
     assert [c["req"]["response_format"]["json_schema"]["name"] for c in brain.calls[n_calls:]] \
@@ -134,12 +128,12 @@ def test_abstention_has_its_own_call_when_the_extractor_leaves_it_out(tmp_path, 
     from abtest import judges as J
 
     plain = brain.j_claims
-    brain.j_claims = lambda prompt: {"claims": plain(prompt)["claims"]}  # no "abstained"
+    brain.j_claims = lambda prompt: {"claims": plain(prompt)["claims"]}  # no answers_question
     store, gw = gateway(tmp_path)
     rows = J.claims_and_abstention(gw, judge_spec(), case(), "I don't know.", "B",
                                    ["faithfulness", "abstention"])
     assert [c["req"]["response_format"]["json_schema"]["name"] for c in brain.calls] == [
-        "claims", "abstained"]
+        "claims", "abstention"]
     assert rows[1][0]["verdict"] == "abstained"
     assert json.loads(rows[1][0]["result_json"])["method"] == "llm"
 
@@ -202,8 +196,8 @@ def test_abstention_verdict_is_the_judges(tmp_path, brain, said):
     from abtest import judges as J
 
     def override(messages, req):
-        if (req.get("response_format") or {}).get("json_schema", {}).get("name") == "abstained":
-            return {"abstained": said}
+        if (req.get("response_format") or {}).get("json_schema", {}).get("name") == "abstention":
+            return {"rationale": "why", "answers_question": not said}
         return None
 
     brain.override = override
@@ -214,9 +208,11 @@ def test_abstention_verdict_is_the_judges(tmp_path, brain, said):
         assert row["score"] == (1.0 if said else 0.0)
         assert json.loads(row["result_json"])["method"] == "llm"
     assert len(brain.calls) == 2
-    # an answer with claims has answered, whatever the judge says
+    # the answer's claims are recorded beside the verdict, never overrule it: a soft refusal's
+    # side facts are claims too
     row = J.abstention(gw, judge_spec(), case(), "I don't know.", "B", n_claims=2)
-    assert row["verdict"] == "answered"
+    assert row["verdict"] == ("abstained" if said else "answered")
+    assert json.loads(row["result_json"])["n_claims"] == 2
 
 
 def test_judge_prompts_hashed_into_judgments(project, brain):
@@ -434,7 +430,7 @@ def test_abstention_asked_with_the_extraction_is_the_extractors_verdict(tmp_path
     """An answer with no claim is an abstention exactly when the judge says so."""
     from abtest import judges as J
 
-    brain.j_claims = lambda prompt: {"claims": [], "abstained": said}
+    brain.j_claims = lambda prompt: {"claims": [], "rationale": "", "answers_question": not said}
     store, gw = gateway(tmp_path)
     rows = J.claims_and_abstention(gw, judge_spec(), case(), "Yes.", "A",
                                    ["faithfulness", "abstention"])
@@ -457,15 +453,19 @@ def test_faithfulness_is_the_supported_share_of_several_claims(tmp_path, brain):
     assert json.loads(row["result_json"])["supported"] == 2
 
 
-def test_separate_abstention_call_is_overruled_by_claims(tmp_path, brain):
+def test_separate_abstention_call_is_not_overruled_by_claims(tmp_path, brain):
+    """The separate call's verdict stands even when the extraction found a claim (until
+    issue 43 the claim made it "answered"); the claim is still scored."""
     from abtest import judges as J
 
     plain = brain.j_claims
-    brain.j_claims = lambda prompt: {"claims": plain(prompt)["claims"]}  # no "abstained"
-    brain.j_abstained = lambda prompt: {"abstained": True}
+    brain.j_claims = lambda prompt: {"claims": plain(prompt)["claims"]}  # no answers_question
+    brain.j_abstention = lambda prompt: {"rationale": "it declines", "answers_question": False}
     store, gw = gateway(tmp_path)
     rows = J.claims_and_abstention(gw, judge_spec(), case(), "Normandy is in Spain.", "B",
                                    ["faithfulness", "abstention"])
     ab = rows[1][0]
     assert json.loads(ab["result_json"])["judge_said"] == "abstained"
-    assert ab["verdict"] == "answered" and "1 factual claim" in ab["rationale"]
+    assert ab["verdict"] == "abstained" and ab["rationale"] == "it declines"
+    assert json.loads(ab["result_json"])["n_claims"] == 1
+    assert rows[0][0]["verdict"] == "scored" and rows[0][0]["score"] == 0.0

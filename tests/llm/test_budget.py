@@ -53,7 +53,11 @@ def test_the_run_stops_before_the_call_that_could_cross_the_budget(tmp_path, mon
     assert cost["total"] == pytest.approx(billed, abs=0.005)
     assert sum(cost["by_variant"].values()) + sum(cost["by_judge"].values()) == \
         pytest.approx(cost["total"])
-    assert 0 < rep["n_finished"] < 6                          # finished work is kept
+    # finished work is kept: the answers given before the budget stopped; a case counts as
+    # finished only once its judgments exist too (none were made here)
+    assert rep["progress"]["started"] > 0 and rep["n_finished"] < 6
+    judged = {r["case_id"] for r in rows_of(store, "judgments", "tight") if not r["error"]}
+    assert rep["n_finished"] <= len(judged)
     md = _abtest("report", "tight", env=env).stdout
     assert "**" in md and "stopped at budget" in md
 
@@ -79,3 +83,15 @@ def test_a_budget_over_a_model_without_a_price_is_refused_before_any_call(tmp_pa
     assert r.returncode == 2 and "no price is known for model openai/fake-gen" in r.stderr, r.stderr
     assert r.stderr.count("\n") == 1, r.stderr
     assert not (proj / "results" / "abtest.duckdb").exists()
+
+
+def rows_of(store, table: str, run_id: str) -> list[dict]:
+    import duckdb
+
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        cur = con.execute(f"SELECT * FROM {table} WHERE run_id = ?", [run_id])
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, row)) for row in cur.fetchall()]
+    finally:
+        con.close()

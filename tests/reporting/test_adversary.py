@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 from adversary import C, Side, build, report
 
@@ -84,24 +85,33 @@ def test_no_claim_while_the_pairwise_judge_significantly_prefers_a(tmp_path):
     assert rep["metrics"]["faithfulness"]["direction"] == "B"
 
 
+_DECLINES = re.compile(r"\bdo(es)? not say\b|\bnot sure\b|\bknow\b", re.I)
+
+
 class _HonestJudge:
-    """A judge gateway that extracts every sentence of an answer as a claim and supports a
-    claim exactly when a chunk says it (chunk id given): honest on everything it is shown."""
+    """A judge gateway that extracts every sentence of an answer as a claim (citations left
+    out; skipping what the prompt says to skip: statements that the documents do not say or the
+    answer does not know), supports a claim exactly when a chunk says it (chunk id given), and
+    says the answer answers the question unless it says the documents do not give the answer,
+    as the prompt asks: honest on everything it is shown."""
 
     def __init__(self, chunks):
         self.chunks, self.n = chunks, 0
 
     def complete(self, spec, messages, *, purpose, case_id=None, sample=0, response_format=None,
                  max_tokens=None):
-        import re
         from types import SimpleNamespace
 
         self.n += 1
         text = messages[-1]["content"]
         if purpose.startswith("judge:claims"):
-            ans = text.split("<answer>")[1].split("</answer>")[0]
-            out: dict = {"claims": [s for s in re.split(r"(?<=\.)\s+", ans.strip()) if s],
-                         "abstained": False}
+            ans = re.sub(r"\s*\[[^\]]+\]", "", text.split("<answer>")[1].split("</answer>")[0])
+            sents = [s for s in re.split(r"(?<=\.)\s+", ans.strip()) if s]
+            declines = bool(re.search(r"\bdo(es)? not say\b", ans))
+            out: dict = {"claims": [s for s in sents if not _DECLINES.search(s)],
+                         "rationale": ("it says the documents do not give the answer" if declines
+                                       else "it states an answer"),
+                         "answers_question": not declines}
         else:
             out = {"verdicts": {}}
             for line in text.split("<claims>")[1].split("</claims>")[0].strip().splitlines():
@@ -203,3 +213,90 @@ def test_judge_validation_counts_labelled_items_not_labels(tmp_path):
     rep = report(build(tmp_path / "split", cases, validation=(items, labels)))
     f = rep["judge_validation"]["faithfulness"]
     assert f["n_labels"] == 30 and f["agreement"] == 29 / 30
+
+
+def _depot_cases(n=80):
+    """n answerable questions about depots; each context says when the depot opens and how many
+    bays it has. A gets the opening hour of every fourth depot wrong."""
+    from abtest.shapes import Case, Chunk
+
+    return [Case(id=f"q{i:03d}", question=f"When does depot {i} open?", answerable=True,
+                 corpus_version="v1", retriever="t", key_points=["9am"],
+                 context=[Chunk(id="c1", text=f"Depot {i} opens at 9am."),
+                          Chunk(id="c2", text=f"Depot {i} has 40 bays.")]) for i in range(n)]
+
+
+def _through_the_judges(case, answer, v):
+    """The answer through the real claim and abstention judges (one extraction call asks both)
+    with an honest judge: the Side the store holds, as a run would have written it."""
+    from abtest import judges as J
+    from abtest.shapes import ModelSpec
+
+    (faith, _claims), (abst, _) = J.claims_and_abstention(
+        _HonestJudge(case.context), ModelSpec(model="judge"), case, answer, v,
+        ["faithfulness", "abstention"])
+    assert faith["error"] is None and abst["error"] is None
+    return Side(answer=answer, faith=faith["score"], result=json.loads(faith["result_json"]),
+                cov=1.0 if "9am" in answer else 0.0, abstained=abst["verdict"] == "abstained",
+                abstention=abst)
+
+
+def _soft_refusal_world(b_hard):
+    """80 answerable depot questions and 25 out of scope. On every fourth A states the wrong
+    hour beside a true fact (faithfulness 0.5); B answers that one with `b_hard`, and every
+    other one as A does, correctly."""
+    cases = []
+    for case in _depot_cases():
+        i = int(case.id[1:])
+        right = f"Depot {i} opens at 9am [c1]."
+        hard = i % 4 == 0
+        a = (f"Depot {i} opens at 5am [c1]. Depot {i} has 40 bays [c2]." if hard else right)
+        b = b_hard(i) if hard else right
+        cases.append(C(case.id, question=case.question, chunks=[(c.id, c.text) for c in case.context],
+                       key_points=["9am"], a=_through_the_judges(case, a, "A"),
+                       b=_through_the_judges(case, b, "B"),
+                       pairwise=("B", "B") if hard else ("tie", "tie")))
+    return cases + _out_of_scope()
+
+
+def test_a_soft_refusal_is_an_abstention_and_the_claim_is_not_licensed(tmp_path):
+    """Issue 43: "The documents do not say when depot 4 opens. Depot 4 has 40 bays [c2]."
+    declines the question and adds a true, cited side fact. B answers so on the quarter of
+    answerable questions A (and B) would get wrong: its faithfulness there is 1.0 against A's
+    0.5, a significant gain. The claim extraction found a claim, and until issue 43 that
+    overruled the judge's "abstained": B was reported with 0.000 answerable refusals and the
+    claim licensed. The judge's verdict now stands: B refuses 0.250 of answerable questions,
+    the refusal non-inferiority fails, and no claim is licensed; the side fact is still scored."""
+    soft = _soft_refusal_world(lambda i: f"The documents do not say when depot {i} opens. "
+                                         f"Depot {i} has 40 bays [c2].")
+    b4 = soft[4].b
+    assert b4.abstained and b4.faith == 1.0 and b4.result["n_claims"] == 1
+    assert json.loads(b4.abstention["result_json"]) == {
+        "method": "asked with the claim extraction", "judge_said": "abstained",
+        "answers_question": False, "rationale": "it says the documents do not give the answer",
+        "n_claims": 1}
+    rep = report(build(tmp_path / "soft", soft))
+    ab = rep["metrics"]["abstention"]["answerable"]
+    assert (ab["n"], ab["a"], ab["b"]) == (80, 0.0, 0.25)
+    f = rep["metrics"]["faithfulness"]
+    assert f["direction"] == "B" and f["n"] == 80       # the side facts are scored: no pair dropped
+    c = rep["claim"]
+    assert not c["licensed"]
+    assert any(r.startswith("refusals on answerable cases rose: B − A = +0.250")
+               for r in c["reasons"]), c["reasons"]
+    assert rep["gate"]["decision"] == "FAIL"            # and the regression fails the gate
+
+
+def test_an_honest_b_with_the_same_gain_is_licensed(tmp_path):
+    """The control: a B that gets those questions right, with the same faithfulness gain, is
+    licensed, so the soft refusal is refused for its refusals and nothing else. A hedged
+    answer ("I'm not sure, but ...") that states the hour answers the question."""
+    honest = _soft_refusal_world(lambda i: f"Depot {i} opens at 9am [c1]. Depot {i} has 40 "
+                                           f"bays [c2].")
+    rep = report(build(tmp_path / "honest", honest))
+    assert rep["metrics"]["abstention"]["answerable"]["b"] == 0.0
+    assert rep["metrics"]["faithfulness"]["direction"] == "B"
+    assert rep["claim"]["licensed"], rep["claim"]["reasons"]
+    hedged = _soft_refusal_world(lambda i: f"I'm not sure. Depot {i} opens at 9am [c1].")
+    assert not any(c.b.abstained for c in hedged if c.answerable)
+    assert hedged[4].b.faith == 1.0 and hedged[4].b.result["n_claims"] == 1

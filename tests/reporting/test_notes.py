@@ -97,3 +97,38 @@ def test_judge_diagnostics_say_which_way_inconsistent_pairs_lean_only_when_there
     pw["position_inconsistent"] = 0
     pw["position_consistency"].update(biased_to_first=0, biased_to_second=0)
     assert "picked" not in notes.text_of(notes.judge_notes(r)[0])
+
+
+def test_statistics_warnings_become_report_notes_never_stderr(project, monkeypatch):
+    """scipy warns (precision loss over identical data) while the metrics are computed: the
+    report carries the warning as a note in every format, and `abtest report` prints nothing
+    of it on stderr."""
+    import json as _json
+
+    from click.testing import CliRunner
+
+    import abtest.reporting.build as B
+    from abtest.cli import cli
+    from fakes import Brain, install
+
+    install(Brain())
+    r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                                 "--b", "variants/b.yaml"])
+    assert r.exit_code in (0, 1), r.stderr
+    real = B.compute_metrics
+
+    def warning_metrics(*a, **k):
+        import scipy.stats as st
+
+        st.skew([1.0, 1.0, 1.0])          # scipy's RuntimeWarning: precision loss
+        return real(*a, **k)
+
+    monkeypatch.setattr(B, "compute_metrics", warning_metrics)
+    out = CliRunner().invoke(cli, ["report", "latest", "--format", "json"])
+    rep = _json.loads(out.stdout)
+    assert len(rep["stat_warnings"]) == 1
+    assert rep["stat_warnings"][0].startswith("RuntimeWarning: Precision loss")
+    assert "Precision loss" not in out.stderr
+    md = CliRunner().invoke(cli, ["report", "latest"])
+    assert "The statistics library warned while computing these figures: RuntimeWarning: " \
+           "Precision loss" in md.stdout and "Precision loss" not in md.stderr

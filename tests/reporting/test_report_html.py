@@ -282,8 +282,8 @@ def test_judge_validation_per_judge_and_length_caveat(page, sample):
     rows = [[text_of(td) for td in tr.iter("td")] for tr in box.iter("tr")][1:]
     assert [r[0] for r in rows] == ["pairwise", "faithfulness", "coverage", "abstention"]
     assert [r[1] for r in rows] == ["no", "yes", "yes", "yes"]
-    assert rows[1][5] == "validated" and rows[2][5].startswith("not validated")
-    assert "< 0.6 <judge>" in rows[2][5]  # escaped text, no element built from it
+    assert rows[1][4] == "validated" and rows[2][4].startswith("not validated")
+    assert "< 0.6 <judge>" in rows[2][4]  # escaped text, no element built from it
     assert not any(e.tag == "judge" for e in box.iter())
     cav = next(e for e in root.iter("div") if e.get("id") == "length-caveat")
     assert "cannot be separated from answer length" in text_of(cav)

@@ -87,7 +87,7 @@ def test_checks_table_keeps_a_check_only_b_defines(project):
 
 def test_a_run_not_marked_complete_is_incomplete(project):
     """Every case finished but the process died before marking the run complete: the report
-    says incomplete and estimates nothing."""
+    says interrupted (not complete) and estimates nothing."""
     from abtest.store import Store
 
     install(Brain())
@@ -97,5 +97,5 @@ def test_a_run_not_marked_complete_is_incomplete(project):
     with Store("results/abtest.duckdb") as s:
         s.update_run(run_id, status="running")
     rep = json.loads(CliRunner().invoke(cli, ["report", run_id, "--format", "json"]).stdout)
-    assert rep["status"] == "incomplete" and rep["unfinished_cases"] == [] and rep["metrics"] == {}
+    assert rep["status"] == "interrupted" and rep["unfinished_cases"] == [] and rep["metrics"] == {}
     assert CliRunner().invoke(cli, ["gate", run_id]).exit_code == 3

@@ -31,7 +31,9 @@ def review_template(tmp_path_factory):
                   "variant_a_name": VARIANT_A, "variant_a_sha256": SHA_A, "variant_a_path": PATH_A,
                   "variant_b_name": VARIANT_B, "variant_b_sha256": SHA_B, "variant_b_path": PATH_B,
                   "generator_model": "m", "judge_model": "j",
-                  "config_json": Config().model_dump_json(), "info_json": "{}"})
+                  "config_json": Config().model_dump_json(),
+                  # the judges this hand-made run made: its cases are finished by those
+                  "info_json": json.dumps({"judges": ["pairwise", "faithfulness"]})})
     for cid, (ab, ba) in PAIRWISE.items():
         for v in ("A", "B"):
             s.put_generation({"run_id": RUN, "case_id": cid, "variant": v, "answer": _answer(cid, v),

@@ -71,3 +71,20 @@ def test_status_counts_and_report_compatibility(store, tmp_path):
     text = R.render_status(st)
     assert "faithfulness" in text and "not validated" in text
     assert "position-inconsistent items: 3" in text and "PPI" in text
+
+
+def test_no_agreement_is_worded_once_and_a_degenerate_interval_is_not_printed():
+    """A judge that used one label while humans varied has kappa 0 with an asymptotic SE of 0:
+    no interval (not "[0.000, 0.000]"); both raters on one label: kappa undefined. Every page
+    words the two the same way (fmt.kappa_text)."""
+    from abtest.fmt import kappa_text
+    from abtest.stats import cohen_kappa
+
+    one_sided = cohen_kappa(["A"] * 6, ["A", "B", "A", "B", "A", "A"])
+    # p_o = 4/6, p_e = 4/6 (the judge's marginal is all A): kappa (p_o - p_e)/(1 - p_e) = 0
+    assert one_sided.kappa == 0.0 and one_sided.ci_low is None and one_sided.ci_high is None
+    assert kappa_text(one_sided.kappa, one_sided.ci_low, one_sided.ci_high) == "0.000 (no interval)"
+    both = cohen_kappa(["A"] * 4, ["A"] * 4)
+    assert both.kappa is None
+    assert kappa_text(both.kappa, both.ci_low, both.ci_high) == "no agreement measured"
+    assert kappa_text(0.4, -0.157, 0.957) == "0.400 [-0.157, 0.957]"

@@ -49,7 +49,7 @@ def test_report_history_and_view_work_while_a_run_writes(tmp_path, monkeypatch):
             assert seen is not None and proc.poll() is None, "no read while the run was writing"
             assert sidecar(store).exists()
             # mid-run: the run is unfinished, so nothing is estimated, but what is saved shows
-            assert seen["status"] == "incomplete" and 2 <= seen["n_finished"] < 16
+            assert seen["status"] == "running" and 2 <= seen["n_finished"] < 16
             assert seen["metrics"] == {} and seen["gate"]["decision"] == "INCOMPLETE"
             h = CliRunner().invoke(cli, ["history", "--format", "json"])
             assert h.exit_code == 0 and "live1" in h.stdout
@@ -235,3 +235,42 @@ def test_a_reader_waits_only_so_long_for_a_writer_that_never_answers(tmp_path, m
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_slow_answer_from_the_writer_is_said_within_a_second(tmp_path, monkeypatch):
+    """A busy writer that takes seconds to answer a read: the reader says so within a second
+    (once), instead of sitting silent."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from abtest.store import readers
+
+    class Slow(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            time.sleep(2.0)
+            body = json.dumps({"columns": ["x"], "data": [[1]]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    said: list[tuple[float, str]] = []
+    t0 = time.monotonic()
+    monkeypatch.setattr(readers, "notice", lambda line: said.append((time.monotonic() - t0, line)))
+    monkeypatch.setattr(readers, "_SAID_SLOW", threading.Event())
+    info = {"url": f"http://127.0.0.1:{srv.server_address[1]}/", "token": "t", "pid": 4242}
+    try:
+        rows = readers.remote_rows(info, "SELECT 1 AS x", [], path=tmp_path / "s.duckdb")
+        readers.remote_rows(info, "SELECT 1 AS x", [], path=tmp_path / "s.duckdb")
+    finally:
+        srv.shutdown()
+    assert rows == [{"x": 1}]
+    assert len(said) == 1, said                       # once per process
+    when, line = said[0]
+    assert 0.9 <= when <= 1.6 and "pid 4242" in line and "busy" in line

@@ -249,7 +249,8 @@ def test_label_review_items_in_chromium_and_see_agreement_change(server, tmp_pat
             row = judge_row(page, "faithfulness").inner_text()
             cells = row.split("\t")
             assert cells[2].strip() == str(len(pairs))
-            assert cells[3].strip() == f"{_kappa(pairs):.3f}"
+            # kappa and its interval in one cell, worded as on every page (fmt.kappa_text)
+            assert cells[3].strip().split(" ")[0] == f"{_kappa(pairs):.3f}"
             assert judge_row(page, "pairwise").inner_text().split("\t")[2].strip() == "0"
             page.screenshot(path=str(shots / "7-run-agreement.png"), full_page=True)
             # the labels made the run's stored summary stale: the runs page asks for a fresh

@@ -92,7 +92,7 @@
     var head = el("div", "card");
     head.appendChild(el("div", "meta", "Item " + (cur + 1) + " of " + items.length + " · " + it.item_id +
                         " · " + ({pairwise: "which answer is better", claim: "is the claim supported",
-                                  coverage: "is the key point covered", abstention: "did the answer abstain"}[it.kind] || it.kind) +
+                                  coverage: "is the key point covered", abstention: "does it answer the question asked"}[it.kind] || it.kind) +
                         " · case " + it.case_id));
     head.appendChild(el("h2", "text", it.question));
     head.appendChild(el("div", "meta", it.task));

@@ -434,8 +434,36 @@
     next(); next();
   }
 
+  // ------------------------------------------------------------ runs page: running runs
+  // a running run's row is asked for again every 3 s, as its own page follows it, until it
+  // is no longer running (its final row then carries its claim and gate)
+  function followRunning() {
+    var busy = false;
+    window.setInterval(function () {
+      if (busy) return;
+      var rows = $all("tr[data-status='running'][data-row]");
+      if (!rows.length) return;
+      busy = true;
+      var left = rows.length;
+      rows.forEach(function (tr) {
+        fetch(tr.dataset.row, {credentials: "same-origin", cache: "no-store"})
+          .then(function (r) { return r.ok ? r.text() : ""; })
+          .then(function (html) {
+            var tmp = document.createElement("tbody");
+            tmp.innerHTML = html.trim();
+            var fresh = tmp.querySelector("tr");
+            if (!fresh || !tr.parentNode) return;
+            fresh.dataset.idx = tr.dataset.idx || "";
+            fresh.classList.toggle("hidden", tr.classList.contains("hidden"));
+            tr.parentNode.replaceChild(fresh, tr);
+          }).catch(function () {}).then(function () { if (--left === 0) busy = false; });
+      });
+    }, 3000);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     fillPending();
+    followRunning();
     $all(".filters[data-table]").forEach(function (box) {
       if (box.id === "case-filters") return;
       box.addEventListener("input", function () { applySimpleFilters(box); });
