@@ -473,7 +473,15 @@ def review_items(store, run_id: str, reviewer: str) -> dict[str, Any]:
             shown = lab["label"]
             back = {v: k for k, v in sides.get(lab["item_id"], {}).items()}
             mine[lab["item_id"]] = back.get(shown, shown)   # "A"/"B" back to "1"/"2"
+    # after this reviewer's label (never before: it would tell the verdict), an abstention
+    # item shows what the judge said and why, for adjudicating a disagreement
+    after = {r["item_id"]: (r.get("judge_label"),
+                            json.loads(r["mapping_json"] or "{}").get("judge_rationale"))
+             for r in rows if r.get("judge") == "abstention"}
     for it in content:
         it["given"] = mine.get(it["item_id"])
+        said, why = after.get(it["item_id"], (None, None))
+        it["judge_after"] = ({"label": said, "rationale": why}
+                             if it["given"] is not None and said else None)
     return {"items": content, "n_labelled": sum(1 for it in content if it["given"]),
             "labellers": sorted(x for x in labellers if x)}

@@ -154,3 +154,42 @@ def test_an_unfinished_runs_pages_show_progress_and_every_case_id_opens(tmp_path
                 "abstention judge: answered — it states an answer"
         finally:
             browser.close()
+
+
+def test_the_judges_abstention_reason_shows_only_after_the_reviewers_label(tmp_path,
+                                                                          monkeypatch):
+    """Blind before, adjudicable after: an abstention item shows what the judge said and
+    why once this reviewer has labelled it, never before (it would lean the label)."""
+    import html as _html
+
+    from starlette.testclient import TestClient
+
+    from abtest.view.app import create_app
+    from fakes import Brain, install, make_project
+
+    install(Brain())
+    proj = make_project(tmp_path / "p")
+    monkeypatch.chdir(proj)
+    assert CliRunner().invoke(cli, RUN + ["--run-id", "rv"]).exit_code in (0, 1)
+    assert CliRunner().invoke(cli, ["review", "export", "rv", "--n", "20"]).exit_code == 0
+    client = TestClient(create_app(proj / "results" / "abtest.duckdb"))
+    page = client.get("/runs/rv/review?reviewer=ann").text
+    items = re.findall(r'<section class="review-item todo" id="item-([^"]+)" data-item="[^"]+">'
+                       r'\s*<h2><span class="mono">[^<]+</span> · ([a-z]+)', page)
+    abst = [i for i, kind in items if kind == "abstention"]
+    assert abst, items
+    assert "judge-after" not in page                       # blind before any label
+    token = re.search(r'name="token" value="([^"]+)"', page).group(1)
+    r = client.post("/runs/rv/review/label", data={"token": token, "item_id": abst[0],
+                                                   "reviewer": "ann", "label": "answered"},
+                    follow_redirects=False)
+    assert r.status_code == 303, r.text
+    page = _html.unescape(client.get("/runs/rv/review?reviewer=ann").text)
+    shown = re.findall(r'id="judge-after-([^"]+)"', page)
+    assert shown == [abst[0]]                                # only the labelled one
+    said = re.search(rf'id="judge-after-{re.escape(abst[0])}">(.*?)</p>', page, re.S).group(1)
+    assert re.sub(r"<[^>]+>", "", said).startswith("After your label: the judge said ")
+    # the fake judge's own reasons (tests/fakes.py Brain.answers_question), one of three
+    reasons = ("it says the documents do not give the answer", "it states no answer",
+               "it states an answer")
+    assert sum(said.rstrip().endswith(f"— {x}") for x in reasons) == 1, said
