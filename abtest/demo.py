@@ -125,7 +125,7 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str 
         paths.append(out_html)
     except ImportError:
         pass
-    from .fmt import pct
+    from .fmt import num, pct
 
     rep = report.as_dict()
     pw = rep["metrics"].get("pairwise") or {}
@@ -140,8 +140,7 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str 
     if f.get("difference") is not None:
         print(f"faithfulness: A {f['a']:.2f}, B {f['b']:.2f}, B − A {f['difference']:+.2f} "
               f"({pct(f.get('conf_level') or 0.95)} CI "
-              f"{f['ci_low'] if f['ci_low'] is None else round(f['ci_low'], 2)} to "
-              f"{f['ci_high'] if f['ci_high'] is None else round(f['ci_high'], 2)})")
+              f"{num(f['ci_low'], 2)} to {num(f['ci_high'], 2)})")
     print("claim: " + (rep["claim"]["sentence"] if rep["claim"]["licensed"]
                        else "not licensed — " + rep["claim"]["reasons"][0]))
     code = 0 if rep["status"] == "complete" else 3
