@@ -123,9 +123,6 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
             store.close()
         return JSONResponse(out)
 
-    def _state_of(store, run, rep) -> str:
-        return data.counts(store, run)["state"]
-
     def run_and_progress(request):
         """The run, where it is (progress), and its report unless it is running (a running
         run's page shows progress only: nothing is estimated, nothing to build)."""
@@ -177,12 +174,12 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
     async def progress(request):
         from starlette.responses import JSONResponse
 
-        from ..runs import activity, load_run
+        from ..runs import load_run
 
         store = open_store()
         try:
             run = load_run(store, request.path_params["run_id"])
-            prog = data.progress(store, run, activity(store, run))
+            prog = data.progress(store, run)
         except UserError as exc:
             raise HTTPException(404, exc.line()) from None
         finally:
@@ -207,7 +204,7 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
 
         store, run, rep = with_run(request)
         try:
-            prog = data.progress(store, run, _state_of(store, run, rep))
+            prog = data.progress(store, run)
         finally:
             store.close()
         query = listing.Query.parse(request.query_params)
@@ -226,7 +223,7 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
             if cid is None:
                 cid = request.query_params.get("id") or ""
             detail = data.case_detail(store, run, rep, cid)
-            prog = data.progress(store, run, _state_of(store, run, rep))
+            prog = data.progress(store, run)
         except UserError as exc:
             raise HTTPException(404, exc.line()) from None
         finally:

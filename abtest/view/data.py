@@ -43,11 +43,11 @@ def counts(store, run: dict) -> dict[str, Any]:
     return run_progress(store, full).as_dict()
 
 
-def progress(store, run: dict, state: str | None = None) -> dict[str, Any]:
+def progress(store, run: dict) -> dict[str, Any]:
     """Where a run is, for the line every page of an unfinished run shows: its state
     (running, interrupted, stopped, incomplete, complete), cases finished of all, with an
     error, and how to continue it (never for a running run: that would start a second
-    writer). `state` is not taken on trust: the one rule decides it."""
+    writer). The state is the one rule's (runstate), computed here once."""
     from ..runs import resume_hint
 
     out = {**counts(store, run), "hint": None, "why": ""}
