@@ -13,12 +13,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import (TYPE_CHECKING, Any, Callable, Coroutine, Iterable, ParamSpec, Sequence,
+                    TypeVar)
 
 if TYPE_CHECKING:
+    from .comparison import Comparison
     from .config import LoadedConfig
     from .fixtures.seal import Fixture
-    from .shapes import Question
+    from .shapes import Question, Variant
     from .reporting.model import Report
     from .retrieval.base import Retriever
     from .store import Store
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
     from .variants import LoadedVariant
 
 Progress = Callable[[str], None]
+# progress=: None bars where someone watches, False nothing, a callable every line (progress.py)
+ProgressArg = Progress | bool | None
 
 
 def load_config(path: str | os.PathLike | None = None) -> LoadedConfig:
@@ -145,27 +149,56 @@ def keep_summary(store_path: str | os.PathLike, run_id: str,
             warn(f"note: run summary not kept for `abtest view` ({exc.line()})")
 
 
-def run(fixture: str | os.PathLike | Fixture, a: str | os.PathLike | LoadedVariant,
-        b: str | os.PathLike | LoadedVariant, *, config: Any = None,
+def run(fixture: str | os.PathLike | Fixture, a: str | os.PathLike | Variant | LoadedVariant,
+        b: str | os.PathLike | Variant | LoadedVariant, *, config: Any = None,
         run_id: str | None = None, resume: bool = False, retry_errors: bool = False,
         max_cost_usd: float | None = None, shard: str | tuple[int, int] | None = None,
-        batch: bool = False, wait: bool = True,
-        progress: Progress | None = None) -> RunHandle:
+        batch: bool = False, wait: bool = True, sequential: bool | dict | None = None,
+        progress: ProgressArg = None) -> RunHandle:
     """Compare variants A and B over the fixture's frozen contexts: generate, check, judge;
-    every row stored as it exists. An incomplete run is returned too (status "incomplete",
-    finished work kept); `resume=True` with its `run_id` continues it."""
+    every row stored as it exists. A variant is a YAML path, an in-memory `Variant` (checked
+    as its file would be) or a `LoadedVariant`. An incomplete run is returned too (status
+    "incomplete", finished work kept); `resume=True` with its `run_id` continues it.
+    `sequential=True` (or the `sequential:` settings as a dict) stops as soon as the answer
+    is known, with anytime-valid inference (docs/STATISTICS.md §11)."""
+    from .progress import sink
     from .runner import run as do_run
 
     lc = _config(config)
-    res = do_run(lc, fixture, a, b, run_id=run_id, resume=resume, retry_errors=retry_errors,
-                 progress=progress, max_cost_usd=max_cost_usd, shard=shard, batch=batch,
-                 wait=wait)
-    keep_summary(lc.store_path, res.run_id, progress)
+    if sequential is not None:
+        lc = with_sequential(lc, sequential)
+    with sink(progress, "run") as say:
+        res = do_run(lc, fixture, a, b, run_id=run_id, resume=resume,
+                     retry_errors=retry_errors, progress=say, max_cost_usd=max_cost_usd,
+                     shard=shard, batch=batch, wait=wait)
+        keep_summary(lc.store_path, res.run_id, say)
     return RunHandle(res.run_id, res.status, Path(lc.store_path), res)
 
 
+def with_sequential(lc: LoadedConfig, sequential: bool | dict) -> LoadedConfig:
+    """The config with `sequential` on (True), off (False) or set (a dict of its keys)."""
+    import copy
+
+    from .shapes import SequentialConfig
+
+    given = {"enabled": sequential} if isinstance(sequential, bool) else \
+        {"enabled": True, **sequential}
+    from pydantic import ValidationError
+
+    from .errors import pydantic_error_line
+
+    try:
+        settings = SequentialConfig.model_validate({**lc.config.sequential.model_dump(),
+                                                    **given})
+    except ValidationError as exc:
+        raise pydantic_error_line(exc, file="sequential") from None
+    out = copy.copy(lc)
+    out.config = lc.config.model_copy(update={"sequential": settings})
+    return out
+
+
 def live(golden: str | os.PathLike, a: str, b: str, *, config: Any = None,
-         frozen_run: str | None = None, progress: Progress | None = None,
+         frozen_run: str | None = None, progress: ProgressArg = None,
          **options: Any) -> RunHandle:
     """Ask live targets A and B (an http(s) endpoint or `python:module:function`) every
     golden question, end to end, and judge; `options` are `run_live`'s (run_id, resume,
@@ -177,21 +210,26 @@ def live(golden: str | os.PathLike, a: str, b: str, *, config: Any = None,
     target_fields = set(TargetOptions.__dataclass_fields__)
     opts = TargetOptions(**{k: v for k, v in options.items() if k in target_fields})
     rest = {k: v for k, v in options.items() if k not in target_fields}
-    try:
-        res = run_live(lc, golden, a, b, frozen_run=frozen_run, options=opts,
-                       progress=progress, **rest)
-    except LiveIncomplete as exc:
-        return RunHandle(exc.run_id, "incomplete", Path(lc.store_path), exc)
-    keep_summary(lc.store_path, res.run_id, progress)
+    from .progress import sink
+
+    with sink(progress, "live") as say:
+        try:
+            res = run_live(lc, golden, a, b, frozen_run=frozen_run, options=opts,
+                           progress=say, **rest)
+        except LiveIncomplete as exc:
+            return RunHandle(exc.run_id, "incomplete", Path(lc.store_path), exc)
+        keep_summary(lc.store_path, res.run_id, say)
     return RunHandle(res.run_id, res.status, Path(lc.store_path), res)
 
 
 def merge(sources: Sequence[str], into: str, *, config: Any = None,
-          progress: Progress | None = None) -> RunHandle:
+          progress: ProgressArg = None) -> RunHandle:
     """Shards (`run(..., shard="i/n")`) as one run: sources are run ids, `OTHER.duckdb:RUN_ID`
     or export folders; refused unless they are one comparison with no case twice."""
     from .shards import merge_runs
     from .store import Store
+
+    from .progress import sink
 
     lc = _config(config)
     store = Store(lc.store_path)
@@ -199,10 +237,11 @@ def merge(sources: Sequence[str], into: str, *, config: Any = None,
         res = merge_runs(store, list(sources), into)
     finally:
         store.close()
-    if progress:
-        progress(f"merged {res['sources']} run(s): {res['cases']} of {res['n_cases']} cases, "
-                 f"{res['status']}")
-    keep_summary(lc.store_path, res["run_id"], progress)
+    with sink(progress) as say:
+        if say:
+            say(f"merged {res['sources']} run(s): {res['cases']} of {res['n_cases']} cases, "
+                f"{res['status']}")
+        keep_summary(lc.store_path, res["run_id"], say)
     return RunHandle(res["run_id"], res["status"], Path(lc.store_path), res)
 
 
@@ -210,21 +249,45 @@ def capture(questions: str | os.PathLike | Iterable[Question | dict],
             retriever: str | Retriever | Callable[[str, int], Any], out: str | os.PathLike, *,
             config: Any = None, k: int | None = None, corpus_version: str | None = None,
             force: bool = False, refresh_every_days: int = 30,
-            progress: Progress | None = None, **retriever_options: Any) -> Fixture:
+            question_var: str | None = None, answer_is: str | None = None,
+            progress: ProgressArg = None, **retriever_options: Any) -> Fixture:
     """Freeze what retrieval returns for the questions into a sealed fixture at `out`.
 
-    `questions`: a file in any shape `abtest capture` reads, or Question objects or dicts.
+    `questions`: a file in any shape `abtest capture` reads (RAGAS, promptfoo, DeepEval,
+    Inspect, Phoenix, LlamaIndex: docs/DESIGN.md), or Question objects or dicts.
     `retriever`: a spec (`local:…`, `jsonl:…`, `python:…`, an http(s) URL), a Retriever, or
-    a function `fn(question, k)` returning chunks (dicts or objects with id and text)."""
+    a function `fn(question, k)` returning chunks (dicts or objects with id and text).
+    `question_var`: a promptfoo test's question var; `answer_is`: "reference" or "response",
+    what a file's `answer` column holds when the file cannot say."""
+    from .progress import sink
+
+    with sink(progress, "capture") as say:
+        return _capture(questions, retriever, out, config=config, k=k,
+                        corpus_version=corpus_version, force=force,
+                        refresh_every_days=refresh_every_days, question_var=question_var,
+                        answer_is=answer_is, progress=say, **retriever_options)
+
+
+def _capture(questions: str | os.PathLike | Iterable[Question | dict],
+             retriever: str | Retriever | Callable[[str, int], Any], out: str | os.PathLike,
+             *, config: Any, k: int | None, corpus_version: str | None, force: bool,
+             refresh_every_days: int, progress: Progress | None,
+             question_var: str | None = None, answer_is: str | None = None,
+             **retriever_options: Any) -> Fixture:
     from .fixtures import capture as do_capture
     from .fixtures import load_questions, validate_question_rows
+    from .progress import count_retrievals
     from .retrieval import get_retriever
     from .retrieval.base import Retriever
     from .retrieval.pycall import PythonRetriever
 
     lc = _config(config)
     if isinstance(questions, (str, os.PathLike)):
-        qs = load_questions(Path(questions), warn=progress)
+        spec = retriever if isinstance(retriever, str) else ""
+        same = spec.startswith("jsonl:") and \
+            Path(spec[len("jsonl:"):]).resolve() == Path(questions).resolve()
+        qs = load_questions(Path(questions), warn=progress, contexts_used=same,
+                            question_var=question_var, answer_is=answer_is)
     else:
         from .shapes import Question
 
@@ -239,6 +302,7 @@ def capture(questions: str | os.PathLike | Iterable[Question | dict],
         spec = str(retriever)
         kk = k or lc.config.retriever.k or (None if spec.startswith("jsonl:") else 5)
         r = get_retriever(spec, base_dir=str(Path.cwd()), k=kk, **retriever_options)
+    count_retrievals(r, progress, len(qs))
     return do_capture(qs, r, out=out, corpus_version=corpus_version, k=k or r.k, force=force,
                       refresh_every_days=refresh_every_days, progress=progress)
 
@@ -286,7 +350,52 @@ def report(run: str = "latest", *, config: Any = None,
         create=False)
     try:
         rid = resolve_run(st, run)
-        return Report.model_validate(build_any(st, load_run(st, rid)).as_dict())
+        built = build_any(st, load_run(st, rid))
+        # a frozen run's report is the built one, key order and all (what the CLI renders)
+        out = built if isinstance(built, Report) else Report.model_validate(built.as_dict())
+        out._store_path = str(st.path)   # where its frames read their rows
+        return out
     finally:
         if own:
             st.close()
+
+
+def compare(run_a: str, run_b: str, *, config: Any = None) -> Comparison:
+    """Two stored runs on one fixture side by side (`abtest compare`): which cases flipped,
+    each run's headline. Runs are ids, unique prefixes or "latest"."""
+    from .comparison import Comparison
+    from .history import compare_runs
+    from .runs import resolve_run
+
+    st = open_store(config)
+    try:
+        return Comparison.of(compare_runs(st, resolve_run(st, run_a), resolve_run(st, run_b)))
+    finally:
+        st.close()
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _in_a_thread(fn: Callable[_P, _R]) -> Callable[_P, Coroutine[Any, Any, _R]]:
+    """`fn` as a coroutine for code that already runs an event loop (Jupyter, a web app): the
+    same synchronous call, in a worker thread (`asyncio.to_thread`), so no loop is nested and
+    the loop stays free while the run works. Cancelling the await does not stop the run."""
+    import asyncio
+    import functools
+
+    @functools.wraps(fn)
+    async def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    return call
+
+
+arun = _in_a_thread(run)
+arun.__name__ = arun.__qualname__ = "arun"
+arun.__doc__ = "`run`, awaitable inside a running event loop (the same code, in a worker thread)."
+acapture = _in_a_thread(capture)
+acapture.__name__ = acapture.__qualname__ = "acapture"
+acapture.__doc__ = ("`capture`, awaitable inside a running event loop (the same code, in a "
+                    "worker thread).")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import UserError, pydantic_error_line
+from .errors import Spelled, UserError, pydantic_error_line
 from .shapes import Config
 
 CONFIG_NAME = "abtest.yaml"
@@ -50,7 +50,8 @@ def load_config(path: str | os.PathLike | None = None, *, required: bool = False
         candidate = Path.cwd() / CONFIG_NAME
         if not candidate.exists():
             if required:
-                raise UserError(f"no {CONFIG_NAME} in {Path.cwd()}; run `abtest init` or pass --config")
+                raise UserError(f"no {CONFIG_NAME} in {Path.cwd()}; run `abtest init` or pass "
+                                "{config}", opts={"config": Spelled("--config FILE", "config=PATH")})
             return LoadedConfig(Config(), Path.cwd(), None)
         path = candidate
     path = Path(path)

@@ -36,6 +36,11 @@ from typing import Any, Iterable
 
 from .errors import UserError
 
+# the fewest groups a cluster-robust t (CR2, Bell–McCaffrey df) is given a test with: at 10
+# groups a skewed group effect made the nominal 5 % test reject 8 %, from 20 within two
+# points (docs/STATISTICS.md §10, `validity_sim.py --group-size-check`); a sequential run
+# decides nothing before as many units
+MIN_GROUPS = 20
 DOCUMENT = "document"
 DOCUMENT_SEPARATOR = "#"
 # the case fields a group can be read from: text fields a case holds one value of

@@ -60,13 +60,28 @@ def text_lines(path: Path, what: str = "a JSONL file", *, name: str = "file",
             yield n, text.rstrip("\n").removesuffix("\r")
 
 
-def json_object(path: Path, n: int, line: str) -> dict:
+def json_error(path: Path, exc: json.JSONDecodeError, text: str, line: int | None = None,
+               last: bool = True) -> UserError:
+    """The one wording of a JSON error: the line and column where it breaks, and, when the
+    text stops inside a record (and nothing follows it: `last`), that the file was cut."""
+    n = exc.lineno if line is None else line
+    rest = text[exc.pos:]
+    if exc.msg.startswith("Invalid control character"):
+        rest = rest[1:]   # a string running on past its line: the line break it met
+    if last and (not rest.strip() or exc.msg.startswith("Unterminated string")):
+        return UserError(f"the file ends mid-record (line {n}); was it cut short?",
+                         file=str(path))
+    msg = exc.msg.removesuffix(" at").removesuffix(" starting")   # "... at" + our " at column"
+    return UserError(f"invalid JSON ({msg} at column {exc.colno})", file=str(path),
+                     where=f"line {n}")
+
+
+def json_object(path: Path, n: int, line: str, last: bool = False) -> dict:
     """One line as a JSON object, or a one-line error naming the file, line and column."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise UserError(f"invalid JSON ({exc.msg} at column {exc.colno})", file=str(path),
-                        where=f"line {n}") from None
+        raise json_error(path, exc, line, n, last) from None
     if not isinstance(obj, dict):
         raise UserError(f"expected a JSON object, got {type(obj).__name__}", file=str(path),
                         where=f"line {n}")
@@ -75,9 +90,20 @@ def json_object(path: Path, n: int, line: str) -> dict:
 
 def read_jsonl(path: Path, what: str = "a JSONL file", **kw) -> Iterable[tuple[int, dict]]:
     """(line number, object) for each non-blank line (`kw` as for `text_lines`)."""
-    for n, line in text_lines(path, what, **kw):
+    lines = iter(text_lines(path, what, **kw))
+    for n, line in lines:
         if line.strip():
-            yield n, json_object(path, n, line)
+            yield n, _line_object(path, n, line, lines)
+
+
+def _line_object(path: Path, n: int, line: str, rest: Iterator[tuple[int, str]]) -> dict:
+    """`json_object` for a line of a stream: whether it is the last is looked at only when
+    it is broken (a cut file's last record)."""
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return json_object(path, n, line, last=not any(x.strip() for _, x in rest))
+    return json_object(path, n, line)
 
 
 # --------------------------------------------------------------------------- any record file
@@ -164,12 +190,13 @@ def _json_values(path: Path, what: str, name: str, on_raw, utf8_hint: str,
                 for label, v in rows:
                     yield f"line {n1}, {label}", v
                 return
-        yield f"line {n1}", json_value(path, n1, line1)
+        yield f"line {n1}", json_value(path, n1, line1,
+                                       iter([second]) if second is not None else None)
         if second is not None:
-            yield f"line {second[0]}", json_value(path, second[0], second[1])
+            yield f"line {second[0]}", json_value(path, second[0], second[1], lines)
             for n, line in lines:
                 if line.strip():
-                    yield f"line {n}", json_value(path, n, line)
+                    yield f"line {n}", json_value(path, n, line, lines)
         return
     # one JSON document (an array, or a pretty-printed object): read it whole
     text = "\n".join(ln for _, ln in head) + "\n" + "\n".join(ln for _, ln in lines)
@@ -184,20 +211,21 @@ def _json_values(path: Path, what: str, name: str, on_raw, utf8_hint: str,
     yield from rows
 
 
-def json_value(path: Path, n: int, line: str) -> Any:
+def json_value(path: Path, n: int, line: str,
+               rest: Iterator[tuple[int, str]] | None = None) -> Any:
+    """One line's JSON value; `rest` (the lines after it) tells a cut file's last line."""
     try:
         return json.loads(line)
     except json.JSONDecodeError as exc:
-        raise UserError(f"invalid JSON ({exc.msg} at column {exc.colno})", file=str(path),
-                        where=f"line {n}") from None
+        last = rest is None or not any(x.strip() for _, x in rest)
+        raise json_error(path, exc, line, n, last) from None
 
 
 def _whole(path: Path, text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UserError(f"invalid JSON ({exc.msg} at column {exc.colno})", file=str(path),
-                        where=f"line {exc.lineno}") from None
+        raise json_error(path, exc, text) from None
 
 
 def _array_items(path: Path, text: str) -> Iterator[tuple[str, Any]]:
@@ -373,10 +401,17 @@ def _csv_rows(path: Path, what: str, name: str, on_raw, lists: set[str],
                         where=f"line {reader.line_num}") from None
 
 
+# a list of passages: a cell of plain text is one passage (RAGAS and DeepEval files hold one)
+PASSAGE_COLUMNS = ("context", "contexts", "retrieved_contexts", "reference_contexts",
+                   "retrieval_context")
+
+
 def _list_cell(path: Path, where: str, col: str, cell: str) -> Any:
     """A list written into one CSV cell: JSON (`["a", "b"]`) or a Python literal
     (`['a', 'b']`, as pandas writes a list column); text that is neither is refused."""
     s = cell.strip()
+    if not s.startswith("[") and col in PASSAGE_COLUMNS:
+        return [cell]   # one passage, as the column's own text
     if not s.startswith("["):
         raise UserError(f"expected a list (JSON or Python literal), got {cell[:40]!r}",
                         file=str(path), where=where, field=col)

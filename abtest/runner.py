@@ -20,11 +20,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .config import LoadedConfig
-from .errors import IncompleteError, RunStopped, UserError
+from .errors import (DriftError, IncompleteError, ProviderError, RunStopped, Spelled, UserError,
+                     resume_call)
 from .fixtures import Fixture, load_fixture
+from .progress import step
 from .shapes import Case, ModelSpec, Variant
 from .variants import (LoadedVariant, load_variant, messages_sha256, render_context,
                        render_messages)
@@ -34,6 +36,39 @@ if TYPE_CHECKING:
     from .store import Store
 
 Progress = Callable[[str], None]
+
+DEMO_JUDGE = ("the judge is the embedded model because the config names none: its verdicts are "
+              "for demonstration only (set `judge:` to a real model, or `judge: embedded` to "
+              "mean it)")
+
+
+def spent_so_far(store: Store, run_id: str, gw: Gateway) -> dict[str, Any]:
+    """What a progress bar shows beside the cases: provider calls, cache hits, tokens and
+    cost so far (the stored calls, so a resumed run counts its earlier work too)."""
+    rows = store.call_summary(run_id).values()
+    tokens = sum((r["prompt_tokens"] or 0) + (r["completion_tokens"] or 0) for r in rows)
+    costs = [r["cost"] for r in rows if r["cost"] is not None]
+    out: dict[str, Any] = {"calls": gw.stats.provider_calls, "cached": gw.stats.cache_hits,
+                           "tokens": tokens}
+    if costs:
+        out["cost"] = f"${sum(costs):.4f}"
+    return out
+
+
+def _provider_stopped() -> type:
+    """`ProviderUnreachable` (what the gateway saw) that is also an `abtest.ProviderError`,
+    its way on spelled per surface (a command to paste; a call in Python)."""
+    from .llm import ProviderUnreachable
+
+    class ProviderStopped(ProviderUnreachable, ProviderError):
+        def __init__(self, model: str, api_base: str | None, reason: str, go_on: Spelled):
+            super().__init__(model, api_base, reason)
+            self.message = (f"{self.args[0]}; the run stops here, incomplete; finished work is "
+                            "kept: `{go_on}` goes on once it answers")
+            self.opts = {"go_on": go_on}
+            self.args = (self.line(),)
+
+    return ProviderStopped
 
 
 class TokenCounts:
@@ -355,7 +390,8 @@ def start_run(lc: LoadedConfig, store: Store, plan: RunPlan, *, run_id: str | No
             run_id = rows[-1]["run_id"]
         run = store.get_run(run_id)
         if run is None:
-            raise UserError(f"--resume: no run {run_id!r} in the store", file=str(store.path))
+            raise UserError(f"{{resume}}: no run {run_id!r} in the store", file=str(store.path),
+                            opts={"resume": None})
         if run["fixture_sha256"] != plan.fixture.cases_sha256:
             raise UserError(f"fixture changed since run {run_id} started (cases_sha256 "
                             f"{run['fixture_sha256'][:12]}… → {plan.fixture.cases_sha256[:12]}…); "
@@ -366,23 +402,27 @@ def start_run(lc: LoadedConfig, store: Store, plan: RunPlan, *, run_id: str | No
                                 "new run", file=str(lv.path))
         was = json.loads(run.get("info_json") or "{}").get("shard")
         if (tuple(was) if was else None) != shard:
-            raise UserError(f"--resume: run {run_id} is "
+            raise UserError(f"{{resume}}: run {run_id} is "
                             + (f"shard {was[0]}/{was[1]}" if was else "not a shard")
-                            + "; resume it with the same --shard", field="--shard")
+                            + "; resume it with the same {shard}", field="{shard}",
+                            opts={"resume": None, "shard": None})
         out = store.batches(run_id, pending=True)
         if out and not batch:
-            raise UserError(f"--resume: run {run_id} has {len(out)} batch(es) out at the "
+            raise UserError(f"{{resume}}: run {run_id} has {len(out)} batch(es) out at the "
                             f"provider ({', '.join(b['batch_id'] for b in out)}); resume it "
-                            "with --batch, which collects them (without it they would be paid "
-                            "for and asked again)", field="--batch")
+                            "with {batch}, which collects them (without it they would be paid "
+                            "for and asked again)", field="{batch_name}",
+                            opts={"resume": None, "batch": True, "batch_name": None})
         store.update_run(run_id, status="running")
         return run_id
     run_id = run_id or new_run_id()
     if store.get_run(run_id) is not None:
-        raise UserError(f"run id {run_id!r} already exists; use --resume to continue it")
+        raise UserError(f"run id {run_id!r} already exists; use {{resume}} to continue it",
+                        opts={"resume": True})
     info = {"pipeline_reasons": plan.pipeline_reasons, "overflow": plan.overflow,
             "input_budget": plan.input_budget, "token_method": plan.token_method,
             "self_judge": plan.self_judge, "judges": lc.config.judges,
+            "demo_judge": lc.config.judge_is_fallback(),
             "conformance_rubric": conformance_rubric(plan.a.variant, plan.b.variant),
             "python": sys.version.split()[0],
             # what the resume command needs to work from any folder (runs.resume_hint)
@@ -582,7 +622,10 @@ def pinned_and_spent(store: Store, run_id: str) -> tuple[dict[str, str], float]:
 def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
             progress: Progress | None = None, skip: set[str] | None = None,
             max_cost_usd: float | None = None, shard: tuple[int, int] | None = None,
-            batch: bool = False) -> RunResult:
+            batch: bool = False, only: Sequence[str] | None = None,
+            finalize: bool = True) -> RunResult:
+    """Generate, check and judge the run's cases (`only`: these, a sequential look's);
+    `finalize` records the run's end state (a sequential look leaves it running)."""
     from .llm import Budget, BudgetExceeded, Gateway, ModelDriftError
     from .llm.batch import BatchQueue, Deferred
 
@@ -601,7 +644,7 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
                  batch=BatchQueue(store.failed_batch_hashes(run_id)) if batch else None)
     t0 = time.monotonic()
     skip = skip or set()
-    mine = set(plan.fixture.ids())
+    mine = set(plan.fixture.ids()) if only is None else set(only)
     if shard:  # another shard's cases are not this run's to do (nor its unfinished)
         mine = {cid for cid in mine if in_shard(cid, shard)}
         skip = skip & mine
@@ -661,7 +704,8 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
                         status = "ok" if not oc.errors else f"INCOMPLETE ({oc.errors[0][:80]})"
                         if waiting:
                             status = "waiting for a batch"
-                        progress(f"[{done}/{n_todo}] {case.id}: {status}")
+                        step(progress, "run", done, n_todo, f"[{done}/{n_todo}] {case.id}: "
+                             f"{status}", stats=lambda: spent_so_far(store, run_id, gw))
                         if time.monotonic() - last_rates >= STATUS_EVERY_S:
                             last_rates = time.monotonic()
                             for line in gw.rate_lines():
@@ -676,22 +720,20 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
         for line in gw.rate_lines():
             progress(f"rate: {line}")
     dead = gw.unreachable()
-    if cfg.judge_repeats and "pairwise" in cfg.judges and not n_waiting and dead is None:
+    if cfg.judge_repeats and "pairwise" in cfg.judges and not n_waiting and dead is None \
+            and only is None:   # a sequential run's looks sample no judge noise
         _judge_repeats(gw, lc, store, run_id, plan, set(unfinished), progress)
     if drift:
         mark_incomplete(store, run_id)
-        raise IncompleteError(f"{drift[0]}; the run stops here, incomplete: start a new run once "
-                              "the provider serves one version (pin a dated model name)")
+        raise DriftError(f"{drift[0]}; the run stops here, incomplete: start a new run once "
+                         "the provider serves one version (pin a dated model name)")
     if dead is not None:   # one line: the model, its endpoint, the error (never a key)
-        from .llm import ProviderUnreachable
-
         mark_incomplete(store, run_id)
         from .runs import resume_hint
 
         hint = resume_hint(store.get_run(run_id) or {"run_id": run_id})
-        raise ProviderUnreachable(dead.model, dead.api_base, dead.reason,
-                                  then=f"the run stops here, incomplete; finished work is kept: "
-                                  f"`{hint} --retry-errors` goes on once it answers") from None
+        raise _provider_stopped()(dead.model, dead.api_base, dead.reason, Spelled(
+            f"{hint} --retry-errors", resume_call(run_id, retry_errors=True))) from None
     if budget is not None:
         info = json.loads((store.get_run(run_id) or {}).get("info_json") or "{}")
         info["budget"] = {"max_usd": budget.max_usd, "spent_usd": round(budget.spent_usd, 6),
@@ -711,9 +753,12 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
         mark_incomplete(store, run_id)
         out = f" ({len(batch_ids)} batch(es) already submitted are collected then)" \
             if batch_ids else ""
-        raise IncompleteError(f"{budget.stopped}; finished work is kept: `abtest run --resume "
-                              f"--run-id {run_id} --max-cost …{' --batch' if batch else ''}` "
-                              f"with a higher budget continues{out}")
+        more = {"batch": True} if batch else {}
+        raise IncompleteError(f"{budget.stopped}; finished work is kept: `{{go_on}}` with a "
+                              f"higher budget continues{out}", opts={"go_on": Spelled(
+                                  f"abtest run --resume --run-id {run_id} --max-cost …"
+                                  f"{' --batch' if batch else ''}",
+                                  resume_call(run_id, max_cost_usd=Ellipsis, **more))})
     if batch_ids:
         from .llm.batch import BatchPending
 
@@ -729,8 +774,9 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
                         writing=None)
     left = sorted(c for c in prog.unfinished if c in mine)
     status = "complete" if not left else "incomplete"
-    store.update_run(run_id, status=status,
-                     finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
+    if finalize or left:
+        store.update_run(run_id, status=status,
+                         finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
     st = gw.stats
     total_calls = store.count_distinct_calls(run_id)
     n_all = len(mine)
@@ -751,7 +797,18 @@ def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: b
 
     preload()  # litellm imports in the background while fixtures and prompts are checked
     shard = parse_shard(shard) if isinstance(shard, str) else shard
+    if lc.config.sequential.enabled and (shard or batch):
+        raise UserError("a sequential run takes its cases look by look, in one order, on one "
+                        "machine: it cannot be split into shards or sent as provider batches",
+                        field="{shard}" if shard else "{batch}",
+                        opts={"shard": None, "batch": None})
     plan = plan_run(lc, fixture, a, b, models=models)
+    if lc.config.judge_is_fallback():   # once per run, before any call
+        import warnings
+
+        from .errors import DemoJudgeWarning
+
+        warnings.warn(DemoJudgeWarning(DEMO_JUDGE), stacklevel=3)
     if (max_cost_usd if max_cost_usd is not None else lc.config.max_cost_usd) is not None:
         from .llm.budget import Budget
 
@@ -830,6 +887,23 @@ def _run_started(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *, res
     if progress and shard:
         progress(f"shard {shard[0]}/{shard[1]}: this run does its slice of the cases; "
                  "`abtest merge` the shards into one run for the report")
+    stored = json.loads((store.get_run(rid) or {}).get("info_json") or "{}").get("sequential")
+    if stored:   # a sequential run resumes as one, in its own order, whatever the flags say
+        import copy
+
+        from .shapes import SequentialConfig
+
+        lc = copy.copy(lc)
+        lc.config = lc.config.model_copy(update={"sequential": SequentialConfig(
+            enabled=True, look=stored["look"], futility=stored["futility"],
+            seed=stored["seed"], max_cases=stored.get("max_cases"))})
+    elif resume and lc.config.sequential.enabled and store.generations(
+            rid, columns=("case_id",)):
+        raise UserError(f"run {rid} was not a sequential run: resume it without "
+                        "{sequential}", field="{sequential}", opts={"sequential": None})
+    if lc.config.sequential.enabled:
+        return _sequential(lc, store, plan, rid, progress=progress, skip=skip,
+                           max_cost_usd=max_cost_usd)
     if not batch:
         return execute(lc, store, plan, rid, progress=progress, skip=skip,
                        max_cost_usd=max_cost_usd, shard=shard)
@@ -853,15 +927,17 @@ def _batch_passes(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *, sk
                           wait=wait, poll_s=lc.config.batch_poll_s, progress=progress)
         except ModelDriftError as exc:
             mark_incomplete(store, rid)
-            raise IncompleteError(f"{exc}; the run stops here, incomplete") from None
+            raise DriftError(f"{exc}; the run stops here, incomplete") from None
         except (IncompleteError, UserError):
             mark_incomplete(store, rid)
             raise
         if out:
             store.update_run(rid, status="incomplete")
             raise BatchPending(f"waiting for {len(out)} batch(es) at the provider ("
-                               f"{', '.join(b['batch_id'] for b in out)}); `abtest run --run-id "
-                               f"{rid} --resume --batch` collects them and goes on")
+                               f"{', '.join(b['batch_id'] for b in out)}); `{{go_on}}` collects "
+                               "them and goes on", opts={"go_on": Spelled(
+                                   f"abtest run --run-id {rid} --resume --batch",
+                                   resume_call(rid, batch=True))})
         if not first:   # a case that ended in error in an earlier pass stays unfinished
             skip = errored_cases(store, rid)
         first = False
@@ -870,3 +946,86 @@ def _batch_passes(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *, sk
         except BatchPending:
             if not wait:
                 raise
+
+
+def _sequential(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *,
+                progress: Progress | None, skip: set[str],
+                max_cost_usd: float | None) -> RunResult:
+    """A sequential run (docs/STATISTICS.md §11): the fixture's units in a seeded order, a
+    look after every `sequential.look` of them, a stop once the claim is decided or shown
+    futile. Each look's cases are run as any run's are; the look itself is recomputed from
+    the stored judgments (sequential.replay_run), so a resumed run continues from its last
+    finished look in the same order, and its report tells the same looks."""
+    from .groups import case_groups
+    from .runstate import run_progress
+    from .sequential import STOPS, new_record, replay_run, run_plan, taken_cases
+
+    cfg = lc.config
+    t0 = time.monotonic()
+    ids = plan.fixture.ids()
+    groups = case_groups(plan.fixture.cases, cfg.group_by)
+    run = store.get_run(rid) or {}
+    record = json.loads(run.get("info_json") or "{}").get("sequential")
+    fresh = new_record(cfg.sequential, ids, groups)
+    if record is None:
+        record = fresh
+    elif record.get("order_sha256") != fresh["order_sha256"]:
+        raise UserError("this sequential run took its cases in an order the fixture no longer "
+                        "gives (its cases or their groups changed): start a new run",
+                        field="sequential")
+
+    def save() -> None:
+        info = json.loads((store.get_run(rid) or {}).get("info_json") or "{}")
+        info["sequential"] = record
+        store.update_run(rid, info_json=json.dumps(info, sort_keys=True))
+
+    cases = {c.id: c.model_dump() for c in plan.fixture.cases}
+    calls = hits = 0
+    while not record.get("stop"):
+        sp = run_plan(record, ids, groups)
+        done = sp.boundaries[-1] if sp.boundaries else 0
+        target = min(done + int(record["look"]), sp.cap)
+        if target <= done:
+            record["stop"] = "max_cases" if sp.cap < len(sp.units) else "exhausted"
+            save()
+            break
+        record["taking"] = target
+        save()
+        taken = taken_cases(sp.units, target)
+        if progress:
+            progress(f"look {len(sp.boundaries) + 1}: units {done + 1}–{target} of "
+                     f"{len(sp.units)} ({len(taken)} cases so far)")
+        res = execute(lc, store, plan, rid, progress=progress, skip=skip & set(taken),
+                      max_cost_usd=max_cost_usd, only=taken, finalize=False)
+        calls, hits = calls + res.provider_calls, hits + res.cache_hits
+        if res.status != "complete":
+            return res
+        record["boundaries"] = sp.boundaries + [target]
+        judg = store.judgments(rid, columns=("case_id", "judge", "subject", "sample",
+                                             "verdict", "score", "error"))
+        lk = replay_run(run_plan(record, ids, groups), taken, judg, cases, groups, cfg,
+                        json.loads((store.get_run(rid) or {}).get("info_json") or "{}").get(
+                            "judges") or cfg.judges)[-1]
+        if progress:
+            progress(f"look {lk.number}: " + "; ".join(f"{k} {v}"
+                                                      for k, v in lk.conditions.items()))
+        if lk.stop:
+            record["stop"] = lk.stop
+        elif target >= sp.cap:
+            record["stop"] = "max_cases" if sp.cap < len(sp.units) else "exhausted"
+        save()
+    sp = run_plan(record, ids, groups)
+    if progress:
+        progress(f"{STOPS[record['stop']].format(futility=record['futility'])} after "
+                 f"{len(sp.boundaries)} look(s): {len(sp.taken)} of {sp.n_cases} cases used, "
+                 f"{sp.not_needed} not needed")
+    prog = run_progress(store, store.get_run(rid) or {"run_id": rid, "status": "running"},
+                        writing=None)
+    status = "complete" if not prog.unfinished else "incomplete"
+    store.update_run(rid, status=status,
+                     finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
+    total_calls = store.count_distinct_calls(rid)
+    n = len(sp.taken)
+    return RunResult(rid, status, n, prog.unfinished, calls, hits, time.monotonic() - t0,
+                     plan.comparison_kind, round(total_calls / n, 2) if n else 0.0)
+

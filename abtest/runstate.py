@@ -93,6 +93,7 @@ class RunProgress:
     started: int
     errored: int
     waiting: dict[str, str] = field(default_factory=dict)   # case -> provider batch still out
+    not_needed: int = 0     # a sequential run's cases it never took (docs/STATISTICS.md §11)
 
     @property
     def n_cases(self) -> int:
@@ -116,12 +117,15 @@ class RunProgress:
         out = f"{self.state}: {self.n_finished} of {self.n_cases} cases finished"
         if self.errored:
             out += f", {self.errored} with an error"
+        if self.not_needed:
+            out += f" ({self.not_needed} more not needed: a sequential run)"
         return out
 
     def as_dict(self) -> dict[str, Any]:
         return {"state": self.state, "n_cases": self.n_cases, "finished": self.n_finished,
                 "started": self.started, "errored": self.errored,
-                "not_started": max(self.n_cases - self.started, 0), "line": self.line}
+                "not_started": max(self.n_cases - self.started, 0),
+                "not_needed": self.not_needed, "line": self.line}
 
 
 def run_case_ids(run: Mapping[str, Any], cases: Mapping[str, Any] | None,
@@ -161,6 +165,14 @@ def run_progress(store: Store, run: Mapping[str, Any], *,
         judges = json.loads(run.get("config_json") or "{}").get("judges") or []
     conformance = bool(info.get("conformance_rubric"))
     ids = run_case_ids(run, cases, gens)
+    not_needed = 0
+    if info.get("sequential") and cases:   # only the cases it took are the run's
+        from .sequential import plan_for_run
+
+        seq = plan_for_run(run, cases)
+        if seq is not None:
+            ids = sorted(seq.taken)
+            not_needed = len(cases) - len(ids)
 
     answers: dict[str, set[str]] = defaultdict(set)
     reasons: dict[str, list[str]] = defaultdict(list)
@@ -216,7 +228,7 @@ def run_progress(store: Store, run: Mapping[str, Any], *,
     if state == "complete" and len(finished) < len(ids):
         state = "incomplete"   # stored as complete by an older abtest, or a case left behind
     return RunProgress(rid, state, ids, finished, {c: r[:3] for c, r in reasons.items()},
-                       len(started), len(errored & set(ids)), waiting)
+                       len(started & set(ids)), len(errored & set(ids)), waiting, not_needed)
 
 
 def _case_from_rows(made: Mapping[tuple[str, str], Any]) -> dict[str, Any]:

@@ -168,6 +168,42 @@ class ChecksSpec(Strict):
 
 
 class Variant(Strict):
+    """A prompt variant: what a variant YAML file holds (docs/DESIGN.md), or the same built
+    in memory, `Variant(name=…, system=…, user=…)`, which fails as a file would (one line
+    naming the field) and is checked as one before a run uses it (`load_variant`)."""
+
+    def __init__(self, **data: Any) -> None:
+        from pydantic import ValidationError
+
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            from .errors import pydantic_error_line
+
+            raise pydantic_error_line(exc, file=f"Variant({data.get('name')!r})") from None
+
+    # validation from a file (`model_validate`) keeps pydantic's error for its caller to name
+    # the file: pydantic runs a custom __init__ there too unless told it is the base one
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    def to_yaml(self) -> str:
+        """The variant as a YAML file holds it (the keys that differ from the defaults, in
+        the model's order): what its sha256 is taken over."""
+        import yaml
+
+        class Dumper(yaml.SafeDumper):
+            pass
+
+        def text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+            # a prompt of several lines as a block, as one writes it (YAML quotes it instead
+            # where a block cannot hold it exactly)
+            return dumper.represent_scalar("tag:yaml.org,2002:str", value,
+                                           style="|" if "\n" in value else None)
+
+        Dumper.add_representer(str, text)
+        return yaml.dump(self.model_dump(mode="json", exclude_defaults=True), Dumper=Dumper,
+                         sort_keys=False, allow_unicode=True, width=100)
+
     name: str = Field(min_length=1)
     system: str = ""
     user: str = Field(min_length=1)
@@ -275,9 +311,54 @@ class RetrieverConfig(Strict):
         return out
 
 
+class SequentialConfig(Strict):
+    """A sequential run (abtest.sequential): units taken in a seeded order, a look after
+    every `look` units, a stop as soon as the claim is decided or shown futile."""
+
+    enabled: bool = Field(default=False, description="run --sequential sets it")
+    look: int = Field(default=20, ge=5, le=10_000, description="units (groups) per look")
+    futility: float = Field(default=0.05, gt=0, lt=1, description=(
+        "stop when faithfulness B − A is shown to lie within ±this"))
+    seed: int = Field(default=0, description="the order the units are taken in")
+    max_cases: int | None = Field(default=None, ge=1, description=(
+        "take no more cases than this (whole units): a cap on cost"))
+
+
 class Config(Strict):
+    """abtest.yaml's keys (docs/DESIGN.md). Built in memory, `Config(judge={…})` fails as the
+    file would: one line naming the field."""
+
+    def __init__(self, **data: Any) -> None:
+        from pydantic import ValidationError
+
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            from .errors import pydantic_error_line
+
+            raise pydantic_error_line(exc, file="Config(...)") from None
+
+    # validation from a file (`model_validate`) keeps pydantic's error for its caller to name
+    # the file: pydantic runs a custom __init__ there too unless told it is the base one
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
     generator: ModelSpec = ModelSpec()
     judge: ModelSpec = ModelSpec(max_tokens=512)
+
+    @field_validator("generator", "judge", mode="before")
+    @classmethod
+    def _embedded(cls, v: Any, info: Any) -> Any:
+        # `judge: embedded` (or generator): the embedded model, named on purpose
+        if v == "embedded":
+            return ModelSpec(max_tokens=512) if info.field_name == "judge" else ModelSpec()
+        return v
+
+    def judge_is_fallback(self) -> bool:
+        """The judge is the embedded model only because the config names none: its verdicts
+        demonstrate the machinery and nobody should act on them (`judge: embedded` says it is
+        deliberate)."""
+        return (bool(self.judges) and "judge" not in self.model_fields_set
+                and self.judge.model == ModelSpec().model)
     concurrency: int = Field(default=8, ge=1, le=256, description=(
         "requests in flight per model, for a model that sets no concurrency of its own"))
     timeout_s: float = Field(default=120, gt=0)
@@ -309,6 +390,7 @@ class Config(Strict):
     group_by: str | None = Field(default=None, description=(
         "what makes cases one group besides repeats: a case field, meta.KEY or document "
         "(the chunk ids' source document); default the cases' own `group` (abtest.groups)"))
+    sequential: SequentialConfig = SequentialConfig()
 
     @model_validator(mode="after")
     def _limits_on_chat_models(self) -> "Config":

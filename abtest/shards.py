@@ -85,6 +85,9 @@ def merge_runs(store: Store, sources: list[str], into: str) -> dict[str, Any]:
     for label, run, _ in loaded:
         if run["kind"] != "frozen":
             raise UserError(f"{label}: a {run['kind']} run; only frozen runs merge", field="SOURCE")
+        if json.loads(run.get("info_json") or "{}").get("sequential"):
+            raise UserError(f"{label}: a sequential run took its cases look by look in one order; "
+                            "it is one run already and merges with nothing", field="SOURCE")
         for k in SAME:
             if run[k] != first[k]:
                 raise UserError(f"{label} and {first_label} are not the same comparison: their "

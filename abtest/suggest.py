@@ -286,7 +286,7 @@ def suggest_edits(lc, store: Store, run_id: str, *, variant: str = "B",
     if target.resolve() == base_path.resolve():
         raise UserError("refusing to overwrite the variant the suggestion is based on", file=str(target))
     if target.exists() and not force:
-        raise UserError("already exists; pass --force to replace the previous suggestion",
+        raise UserError("already exists; pass {force} to replace the previous suggestion", opts={"force": True},
                         file=str(target))
     check_fixture_unchanged(run)
     report = build_report(store, run_id).as_dict()

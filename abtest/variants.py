@@ -70,11 +70,19 @@ def check_context_template(src: str, *, file: str = "abtest.yaml",
     _check_template(src, CONTEXT_VARS, file=file, field=field)
 
 
-def load_variant(path: str | os.PathLike) -> LoadedVariant:
+def load_variant(path: str | os.PathLike | Variant) -> LoadedVariant:
+    """A variant file (or an in-memory `Variant`) checked as a run checks it. An in-memory
+    variant's sha256 is that of its YAML (`Variant.to_yaml()`): the file that text makes has
+    the same sha256, so the two are one prompt version."""
     from pydantic import ValidationError
 
     from .config import read_yaml
 
+    if isinstance(path, Variant):
+        label = f"Variant({path.name!r})"
+        check_variant(path, file=label)
+        return LoadedVariant(path, Path(label),
+                             hashlib.sha256(path.to_yaml().encode("utf-8")).hexdigest())
     path = Path(path)
     data = read_yaml(path)
     if not isinstance(data, dict):
@@ -83,23 +91,30 @@ def load_variant(path: str | os.PathLike) -> LoadedVariant:
         variant = Variant.model_validate(data)
     except ValidationError as exc:
         raise pydantic_error_line(exc, file=str(path)) from None
-    used = _check_template(variant.system, TEMPLATE_VARS, file=str(path), field="system")
-    used |= _check_template(variant.user, TEMPLATE_VARS, file=str(path), field="user")
+    check_variant(variant, file=str(path))
+    return LoadedVariant(variant, path, hashlib.sha256(path.read_bytes()).hexdigest())
+
+
+def check_variant(variant: Variant, *, file: str) -> None:
+    """What a variant must hold beyond its shape: templates that use only known values, a
+    prompt that shows the retrieved context (unless `context: none`), valid check patterns.
+    One check for files and in-memory variants, so both fail with the same line."""
+    used = _check_template(variant.system, TEMPLATE_VARS, file=file, field="system")
+    used |= _check_template(variant.user, TEMPLATE_VARS, file=file, field="user")
     if not used & {"context", "chunks"} and variant.context != "none":
         # a RAG comparison whose prompt never shows the retrieved context measures nothing
         # about grounding; say so unless the variant says it is deliberate
         raise UserError("the prompt never shows the retrieved context: use {{ context }} (or loop "
                         "over {{ chunks }}) in system or user, or set `context: none` if this "
-                        "variant answers without it on purpose", file=str(path), field="user")
+                        "variant answers without it on purpose", file=file, field="user")
     if variant.context_template is not None:
-        check_context_template(variant.context_template, file=str(path), field="context_template")
+        check_context_template(variant.context_template, file=file, field="context_template")
     from .checks import validate_patterns
 
     try:
         validate_patterns(variant)
     except UserError as exc:
-        raise UserError(exc.message, file=str(path), where=exc.where, field=exc.field) from None
-    return LoadedVariant(variant, path, hashlib.sha256(path.read_bytes()).hexdigest())
+        raise UserError(exc.message, file=file, where=exc.where, field=exc.field) from None
 
 
 def render_context(case: Case, template: str, separator: str = "\n\n") -> str:

@@ -482,10 +482,60 @@ def score_experiment(sc: Scenario, n: int, seed: int, cfg) -> dict:
     what the claim said before the minimum-evidence floor; for SOFT_REFUSAL, what it said
     under the rule before issue 43, when an extracted claim overruled "abstained" (the same
     verdicts with each soft refusal counted as answered)."""
-    from abtest.reporting.claim import CLAIM_JUDGES, licensed_claim
     from abtest.reporting.metrics import compute_metrics
 
     w = World(sc, n, seed)
+    jv, lengths, ids, answerable = judgments(w, sc, seed, cfg)
+
+    def judged(metrics: dict) -> tuple[dict, dict]:
+        report = validated_report(metrics, cfg)
+        return report, licensed_claim_of(report, cfg)
+
+    metrics, _, _ = compute_metrics(ids, jv, answerable, lengths, cfg, cfg.judges,
+                                    groups=w.groups or None)
+    report, claim = judged(metrics)
+    out = {"metrics": metrics, "claim": claim, "truth": w.true_rates(), "report": report}
+    if w.groups:
+        old, _, _ = compute_metrics(ids, jv, answerable, lengths, cfg, cfg.judges)
+        out["old"] = {"metrics": old, "claim": judged(old)[1]}
+    elif sc.references:
+        old = json.loads(json.dumps(metrics))
+        ni = (old.get("coverage") or {}).get("noninferiority") or {}
+        ni.pop("min_n", None)
+        ni["holds"] = ni.get("ci_low") is not None and ni["ci_low"] > -ni["margin"]
+        out["old"] = {"metrics": old, "claim": judged(old)[1]}
+    elif sc.soft_refusal:
+        old_jv = {k: dict(d) for k, d in jv.items()}
+        for (cid, v), ans in w.answers.items():
+            if ans.kind == "soft":    # it made a claim, so the old rule said "answered"
+                old_jv[("abstention", v)][cid] = {"verdict": "answered"}
+        old, _, _ = compute_metrics(ids, old_jv, answerable, lengths, cfg, cfg.judges)
+        out["old"] = {"metrics": old, "claim": judged(old)[1]}
+    return out
+
+
+def validated_report(metrics: dict, cfg) -> dict:
+    """A complete prompt comparison's report around `metrics`, its judges validated (the
+    score level takes the judges as validated: the world's verdicts are honest)."""
+    from abtest.reporting.claim import CLAIM_JUDGES
+
+    ok = {"n_labels": 40, "kappa": 1.0, "ci_low": 1.0, "ci_high": 1.0, "validated": True}
+    return {"status": "complete", "unfinished_cases": [], "comparison_kind": "prompt",
+            "pipeline_reasons": [], "self_judge": False, "judges": cfg.judges,
+            "models": {"generator": {"resolved": ["g"]}, "judge": {"resolved": ["j"]}},
+            "golden": None, "metrics": metrics,
+            "judge_validation": {**{j: ok for j in CLAIM_JUDGES}, "validated": True}}
+
+
+def licensed_claim_of(report: dict, cfg) -> dict:
+    from abtest.reporting.claim import licensed_claim
+
+    return licensed_claim(report, cfg)
+
+
+def judgments(w: "World", sc: Scenario, seed: int, cfg) -> tuple[dict, dict, list, dict]:
+    """(judgment rows as the store holds them, answer lengths, case ids, answerable) of the
+    world's honest judges."""
     jv: dict = {("pairwise", "AB"): {}, ("pairwise", "BA"): {}}
     lengths = {}
     referenced = {c.id for c in [c for c in w.cases if c.answerable][:sc.references]}
@@ -512,37 +562,7 @@ def score_experiment(sc: Scenario, n: int, seed: int, cfg) -> dict:
         jv[("pairwise", "BA")][c.id] = {"verdict": v2}
     ids = [c.id for c in w.cases]
     answerable = {c.id: c.answerable for c in w.cases}
-    ok = {"n_labels": 40, "kappa": 1.0, "ci_low": 1.0, "ci_high": 1.0, "validated": True}
-
-    def judged(metrics: dict) -> tuple[dict, dict]:
-        report = {"status": "complete", "unfinished_cases": [], "comparison_kind": "prompt",
-                  "pipeline_reasons": [], "self_judge": False, "judges": cfg.judges,
-                  "models": {"generator": {"resolved": ["g"]}, "judge": {"resolved": ["j"]}},
-                  "golden": None, "metrics": metrics,
-                  "judge_validation": {**{j: ok for j in CLAIM_JUDGES}, "validated": True}}
-        return report, licensed_claim(report, cfg)
-
-    metrics, _, _ = compute_metrics(ids, jv, answerable, lengths, cfg, cfg.judges,
-                                    groups=w.groups or None)
-    report, claim = judged(metrics)
-    out = {"metrics": metrics, "claim": claim, "truth": w.true_rates(), "report": report}
-    if w.groups:
-        old, _, _ = compute_metrics(ids, jv, answerable, lengths, cfg, cfg.judges)
-        out["old"] = {"metrics": old, "claim": judged(old)[1]}
-    elif sc.references:
-        old = json.loads(json.dumps(metrics))
-        ni = (old.get("coverage") or {}).get("noninferiority") or {}
-        ni.pop("min_n", None)
-        ni["holds"] = ni.get("ci_low") is not None and ni["ci_low"] > -ni["margin"]
-        out["old"] = {"metrics": old, "claim": judged(old)[1]}
-    elif sc.soft_refusal:
-        old_jv = {k: dict(d) for k, d in jv.items()}
-        for (cid, v), ans in w.answers.items():
-            if ans.kind == "soft":    # it made a claim, so the old rule said "answered"
-                old_jv[("abstention", v)][cid] = {"verdict": "answered"}
-        old, _, _ = compute_metrics(ids, old_jv, answerable, lengths, cfg, cfg.judges)
-        out["old"] = {"metrics": old, "claim": judged(old)[1]}
-    return out
+    return jv, lengths, ids, answerable
 
 
 # --------------------------------------------------------------------------- end to end
@@ -958,12 +978,22 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true",
                    help="small counts for a smoke run: 40 score experiments at N=200, 1 e2e "
                         "experiment per scenario at N=120")
+    p.add_argument("--sequential", action="store_true",
+                   help="sequential runs (anytime-valid looks): validity_sim_sequential.py")
+    p.add_argument("--look", type=int, default=20, help="--sequential: units per look")
+    p.add_argument("--sequential-experiments", type=int, default=1000,
+                   help="--sequential: experiments for NULL and ALT (the others a fifth)")
     p.add_argument("--group-size-check", action="store_true",
                    help="only the size of the grouped tests with few groups (STATISTICS.md §10)")
     args = p.parse_args(argv)
     if args.group_size_check:
         print(group_size_check())
         return 0
+    if args.sequential:
+        import validity_sim_sequential as seq
+
+        k = 60 if args.quick else args.sequential_experiments
+        return seq.run(k, max(20, k // 5), args.look, min(300, k), args.quick)
     if args.quick:
         args.sizes, args.score_experiments = [200], 40
         args.e2e_experiments, args.e2e_n = 1, 120

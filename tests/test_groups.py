@@ -250,9 +250,9 @@ def test_config_group_by_is_checked_when_read():
     assert Config().group_by is None
     assert Config(group_by="document").group_by == "document"
     assert Config(group_by="meta.source").group_by == "meta.source"
-    from pydantic import ValidationError
+    from abtest.errors import UserError
 
-    with pytest.raises(ValidationError):
+    with pytest.raises(UserError, match="field 'group_by': .*cannot group by 'contxt'"):
         Config(group_by="contxt")
 
 

@@ -62,8 +62,11 @@ def test_the_page_names_every_public_name_with_its_signature():
         if inspect.ismodule(obj) and not callable(obj):
             assert sig == "module", name
             continue
-        if inspect.isclass(obj) and name in ("Config", "Report"):
+        if inspect.isclass(obj) and name in ("Config", "Report", "Variant"):
             continue   # pydantic models: constructed from fields / JSON, as the row says
+        if inspect.isclass(obj) and issubclass(obj, Warning):
+            assert sig == f"{name}(message)", name   # a builtin's __init__: no signature
+            continue
         assert sig.startswith(f"{name}({_params(obj)})"), (name, sig, _params(obj))
 
 

@@ -218,3 +218,28 @@ def test_e2e_position_biased_judge_diagnostics_match_the_truth(server, tmp_path)
                      ("first_position_win_rate", pw["first_position_win_rate"])):
         assert abs(got - pop[key]) <= 3 * math.sqrt(pop[key] * (1 - pop[key]) / n), key
     assert pw["position_consistency"]["biased_to_first"] > 0
+
+
+def test_sequential_runs_keep_alpha_stop_early_and_never_license_a_trap(monkeypatch):
+    """validity_sim --sequential, small: monitored at every look of 20 groups, no null run
+    is licensed, the issue's true effect at N = 400 is licensed using about a third of the
+    fixture, and a selective refuser is stopped unlicensed (docs/STATISTICS.md §11)."""
+    import validity_sim_sequential as S
+    from abtest import stats
+
+    # MDE figures are report text, never a condition of the claim (as the script skips them)
+    monkeypatch.setattr(stats, "mde_paired_t", lambda n, sd_d=None, alpha=0.05, power=0.8,
+                        alternative="two-sided": stats.MDEResult(n, float("nan"), None, sd_d,
+                                                                 alpha, power))
+    cfg = Config()
+    null = [S.experiment(SC["null"], 200, 70_000 + i, cfg, 20, fixed=False, peek=False)
+            for i in range(60)]
+    assert sum(r["licensed"] for r in null) == 0
+    alt = [S.experiment(SC["true_effect"], 400, 80_000 + i, cfg, 20, fixed=False, peek=False)
+           for i in range(30)]
+    assert sum(r["licensed"] for r in alt) >= 27
+    assert sorted(r["fraction"] for r in alt)[15] <= 0.5
+    trap = [S.experiment(SC["selective_refusal"], 200, 90_000 + i, cfg, 20, fixed=False,
+                         peek=False) for i in range(20)]
+    assert not any(r["licensed"] for r in trap)
+    assert sum(r["stop"] == "decision" for r in trap) >= 18   # stopped: refusals rose

@@ -25,6 +25,12 @@ def index(ctx, corpus, index_path):
     st = build_index(corpus, target)
     click.echo(f"indexed {st['n_docs']} chunks ({st['n_terms']} terms, {st['n_postings']} "
                f"postings) in {time.monotonic() - t0:.1f} s → {target}")
+    if st["format"] != "abtest":
+        left = st["not_imported"]
+        click.echo(f"abtest: {corpus}: read as {st['format']}"
+                   + ("; not kept (an index has no place for them): "
+                      + ", ".join(f"{k} ({n})" for k, n in sorted(left.items())) if left
+                      else ""), err=True)
 
 
 @click.command()
@@ -66,6 +72,9 @@ def search(index_path, query, k, fmt):
 @click.option("--question-var", default=None, metavar="NAME",
               help="promptfoo tests: the var that holds the question [question, query, "
                    "user_input, input, prompt, or the one text var].")
+@click.option("--answer-is", type=click.Choice(["reference", "response"]), default=None,
+              help="A file's `answer` column: the expected answer or the app's own "
+                   "[beside a reference: the app's; alone: the expected one; said either way].")
 @click.option("--refresh-every-days", default=30, show_default=True)
 @click.option("--force", is_flag=True, help="Replace an existing fixture.")
 @click.option("--keywords-llm", is_flag=True,
@@ -88,7 +97,7 @@ def search(index_path, query, k, fmt):
               help="HTTP: retries on 429/5xx/timeouts [2].")
 @click.pass_context
 def capture(ctx, questions, traces, trace_format, spec, out, corpus_version, k, question_var,
-            refresh_every_days, force, keywords_llm, max_chars, chunks_path, id_field, text_field,
+            answer_is, refresh_every_days, force, keywords_llm, max_chars, chunks_path, id_field, text_field,
             score_field, body_template, headers, auth_env, timeout_s, retries):
     """Freeze what retrieval returns for QUESTIONS (or what traces recorded) into a sealed
     fixture (never during a run)."""
@@ -130,7 +139,8 @@ def capture(ctx, questions, traces, trace_format, spec, out, corpus_version, k, 
         raise UserError("fixture already exists; pass --force to replace it deliberately", file=out)
     same = spec.startswith("jsonl:") and _same_file(Path(base_dir) / spec[len("jsonl:"):],
                                                     Path(questions))
-    qs = load_questions(Path(questions), contexts_used=same, question_var=question_var)
+    qs = load_questions(Path(questions), contexts_used=same, question_var=question_var,
+                        answer_is=answer_is)
     opts = rc.options()  # the config's options; the command's own win
     given = {"chunks_path": chunks_path, "id_field": id_field, "text_field": text_field,
              "score_field": score_field, "auth_env": auth_env, "timeout": timeout_s,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from typing import TYPE_CHECKING
 
 import click
@@ -71,14 +72,15 @@ def add_config_option(cmd: click.Command) -> None:
 
 
 def exit_for(exc: BaseException) -> int:
-    """Map an error to the exit codes of docs/DESIGN.md, printing one line for it."""
-    from ..errors import IncompleteError, UserError
+    """Map an error to the exit codes of docs/DESIGN.md, printing one line for it (the
+    options it names spelled as flags: `--force`, not the API's `force=True`)."""
+    from ..errors import IncompleteRunError, UserError
 
     if isinstance(exc, KeyboardInterrupt):
         from ..errors import RunStopped
 
         if isinstance(exc, RunStopped):
-            click.echo(f"abtest: stopped: {exc}", err=True)
+            click.echo(f"abtest: stopped: {exc.line('cli')}", err=True)
             return EXIT_TERMINATED if exc.signal_name == "SIGTERM" else EXIT_INTERRUPTED
         click.echo("abtest: interrupted; finished work is saved (use --resume)", err=True)
         return EXIT_INTERRUPTED
@@ -92,10 +94,10 @@ def exit_for(exc: BaseException) -> int:
             pass
         return EXIT_CLOSED_PIPE
     if isinstance(exc, UserError):
-        click.echo(f"abtest: error: {exc.line()}", err=True)
+        click.echo(f"abtest: error: {exc.line('cli')}", err=True)
         return EXIT_BAD_INPUT
-    if isinstance(exc, IncompleteError):
-        click.echo(f"abtest: incomplete: {exc}", err=True)
+    if isinstance(exc, IncompleteRunError):
+        click.echo(f"abtest: incomplete: {exc.line('cli')}", err=True)
         return EXIT_INCOMPLETE
     click.echo(f"abtest: internal error: {type(exc).__name__}: {exc} "
                "(set ABTEST_DEBUG=1 for a traceback)", err=True)
@@ -114,10 +116,33 @@ class OneLineUsageError(click.UsageError):
         click.echo(f"abtest: error: {where}: {msg} (see --help)", err=True)
 
 
+def warnings_as_lines(show):
+    """A `warnings.showwarning` for while a command runs: abtest's own warnings as one
+    `abtest: warning:` line on stderr (no file and line number: they are not a bug), any
+    other warning as `show` shows it."""
+    from ..errors import AbtestWarning
+
+    def shown(message, category, filename, lineno, file=None, line=None) -> None:
+        if issubclass(category, AbtestWarning):
+            click.echo(f"abtest: warning: {message}", err=True)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return shown
+
+
 class MappedErrors:
     """Invoke with the exit-code mapping: the main group, and `live`, which tests run alone."""
 
     def invoke(self, ctx):
+        with warnings.catch_warnings():
+            from ..errors import AbtestWarning
+
+            warnings.simplefilter("always", AbtestWarning)   # each run's, as it happens
+            warnings.showwarning = warnings_as_lines(warnings.showwarning)
+            return self._mapped(ctx)
+
+    def _mapped(self, ctx):
         try:
             return super().invoke(ctx)
         except OneLineUsageError:
@@ -127,11 +152,11 @@ class MappedErrors:
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except (Exception, KeyboardInterrupt) as exc:
-            from ..errors import IncompleteError, UserError
+            from ..errors import AbtestError
 
             # a traceback for bugs only: bad input and incomplete work are not bugs
             if os.environ.get("ABTEST_DEBUG") == "1" and not isinstance(
-                    exc, (KeyboardInterrupt, UserError, IncompleteError)):
+                    exc, (KeyboardInterrupt, AbtestError)):
                 raise
             ctx.exit(exit_for(exc))
 

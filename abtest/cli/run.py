@@ -38,13 +38,19 @@ from .common import EXIT_INCOMPLETE, load, progress
               help="Re-ask the pairwise judge K times on a seeded sample (test-retest noise).")
 @click.option("--allow-self-judge", is_flag=True,
               help="Silence the self-judging error (demos); the claim is still withheld.")
+@click.option("--sequential", is_flag=True,
+              help="Stop as soon as the answer is known: cases in a seeded order, a look every "
+                   "20 groups, anytime-valid inference [sequential: in abtest.yaml].")
+@click.option("--max-cases", type=click.IntRange(min=1), default=None,
+              help="With --sequential: take no more than this many cases (whole groups).")
 @click.option("--group-by", default=None, metavar="FIELD",
               help="What makes cases one group besides repeats: a case field, meta.KEY or "
                    "document (the chunk ids' source document) [group_by in abtest.yaml, else "
                    "each case's `group`]; stored with the run.")
 @click.pass_context
 def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, dry_run,
-            shard, max_cost, batch, no_wait, judge_repeats, allow_self_judge, group_by):
+            shard, max_cost, batch, no_wait, judge_repeats, allow_self_judge, sequential,
+            max_cases, group_by):
     """Generate A and B over the fixture's frozen contexts, check, judge; print the run id."""
     import json
 
@@ -64,6 +70,15 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
         updates["group_by"] = check_group_by(group_by, "--group-by")
     if updates:
         lc.config = lc.config.model_copy(update=updates)
+    if max_cases is not None and not (sequential or lc.config.sequential.enabled):
+        from ..errors import UserError
+
+        raise UserError("--max-cases goes with --sequential", field="--max-cases")
+    if sequential or max_cases is not None:
+        from ..api import with_sequential
+
+        lc = with_sequential(lc, {"enabled": True, **({"max_cases": max_cases}
+                                                      if max_cases is not None else {})})
     if lc.config.group_by is not None:   # a case without the field: exit 2 before any write
         from ..fixtures import fixture_groups, load_fixture
 
@@ -76,10 +91,10 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
 
             raise UserError("--models starts one run per model and prints their ids; --run-id "
                             "and --resume name one run", field="--run-id" if run_id else "--resume")
-        if shard or batch:
+        if shard or batch or lc.config.sequential.enabled:
             from ..errors import UserError
 
-            flag = "--shard" if shard else "--batch"
+            flag = "--shard" if shard else "--batch" if batch else "--sequential"
             raise UserError(f"{flag} works on one run; --models starts one run per model",
                             field=flag)
         if max_cost is not None:  # each model's run then holds this budget (as max_cost_usd)

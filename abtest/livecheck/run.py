@@ -187,7 +187,8 @@ def run_live(lc, golden, a_target: str, b_target: str, *, frozen_run: str | None
                                           corpus_version="live"))
     check_credentials(cfg.judge, where="judge")
     if resume and not run_id:
-        raise UserError("--resume needs --run-id (the live run to continue)")
+        raise UserError("{resume} needs {run_id} (the live run to continue)",
+                        opts={"resume": True, "run_id": None})
 
     store = Store(lc.store_path)
     try:
@@ -230,7 +231,8 @@ def run_live(lc, golden, a_target: str, b_target: str, *, frozen_run: str | None
 
             run_id = check_id(run_id, field="--run-id") if run_id else new_run_id()
             if store.get_run(run_id) is not None:
-                raise UserError(f"run id {run_id!r} already exists; use --resume to continue it")
+                raise UserError(f"run id {run_id!r} already exists; use {{resume}} to continue it",
+                                opts={"resume": True})
             info = {"questions": records, "targets": {v: targets[v].shown for v in VARIANTS},
                     "target_kinds": {v: targets[v].kind for v in VARIANTS},
                     "options": opts.public(), "frozen_run_id": frozen_run,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..gcpause import gc_paused
 from .build import SCHEMA_VERSION, build_report  # noqa: F401
-from .model import json_shape
+from .model import json_shape, set_renderer
 
 if TYPE_CHECKING:
     from .model import Report
@@ -52,3 +52,6 @@ def _render(report: Report, fmt: str) -> str:
 
         return render_github(report)
     raise ValueError(f"unknown report format {fmt!r}")
+
+
+set_renderer(render)   # Report.to_markdown(), .to_html(), .to_json(): these renderers

@@ -16,6 +16,7 @@ from ..fmt import clip, pct
 from ..gcpause import gc_paused
 from ..review.agreement import run_judge_validation
 from ..runs import load_run
+from . import notes
 from ..runstate import run_progress
 from .claim import licensed_claim  # noqa: F401  (API)
 from .metrics import SCORE_JUDGES, compute_metrics, holm_family  # noqa: F401
@@ -153,6 +154,9 @@ def _build_report(store, run_id: str, config=None) -> dict:
         "pipeline_reasons": info.get("pipeline_reasons", []),
         "self_judge": self_judge,
         "self_judge_model": run["judge_model"] if self_judge else None,
+        # present only when the embedded model judged because the config named no judge
+        **({"demo_judge": notes.text_of(notes.demo_judge(run["judge_model"]))}
+           if info.get("demo_judge") else {}),
         "judges": judges,
         "judge_validation": validation,
         "metrics": metrics, "stat_warnings": stat_warnings, "holm": holm_info,
@@ -161,6 +165,10 @@ def _build_report(store, run_id: str, config=None) -> dict:
     }
     if info.get("budget"):
         report["budget"] = info["budget"]
+    seq_look = None
+    if info.get("sequential"):   # the looks so far: valid whenever read, running or not
+        report["sequential"], seq_look = _sequential_block(run, cases, finished, judg, groups,
+                                                          cfg, judges, report)
     incomplete_reason = None
     if status != "complete":
         from ..runs import resume_hint
@@ -187,7 +195,15 @@ def _build_report(store, run_id: str, config=None) -> dict:
 
     report["golden"] = draft_summary(list(cases.values())) if cases else None
     report["prompt_diff"] = _prompt_diff(store.prompt_pair(run_id))
-    report["claim"] = licensed_claim(report, cfg, incomplete_reason=incomplete_reason)
+    if seq_look is not None and status == "complete":
+        # the claim of a sequential run rests on its last look's anytime-valid intervals
+        from .anytime import anytime_metrics
+
+        report["claim"] = licensed_claim(
+            {**report, "metrics": anytime_metrics(metrics, seq_look, alpha, holm_family(judges))},
+            cfg, incomplete_reason=incomplete_reason)
+    else:
+        report["claim"] = licensed_claim(report, cfg, incomplete_reason=incomplete_reason)
     report["taxonomy"], report["remediation"] = _taxonomy(report, finished, jv, chk_by, cases,
                                                           cfg.gates.incident_faithfulness)
     report["per_case"] = _per_case(all_ids, finished, cases, gen_by, jv, outcomes, chk_by,
@@ -304,6 +320,39 @@ def _models(store, run: dict) -> dict:
             "judge": {"requested": run["judge_model"],
                       "resolved": resolved.get(run["judge_model"], []),
                       "drift": drifted([run["judge_model"]])}}
+
+
+def _sequential_block(run: dict, cases: dict, finished: list[str], judg: list, groups,
+                      cfg, judges, report: dict) -> tuple[dict | None, Any]:
+    """A sequential run's looks (recomputed from its judgments: sequential.replay_run), why
+    it stopped, what it used of the fixture and what stopping saved, and the last look (for
+    the claim)."""
+    from ..sequential import plan_for_run, replay_run
+
+    plan = plan_for_run(run, cases)
+    if plan is None:
+        return None, None
+    looks = replay_run(plan, finished, judg, cases, groups, cfg, judges)
+    units_used = plan.boundaries[-1] if plan.boundaries else 0
+    used = len(plan.taken)
+    calls = report.get("calls") or {}
+    per_case = calls.get("calls_per_case")
+    cost = (calls.get("cost_usd") or {}).get("total")
+    block = {
+        "seed": plan.record.get("seed"), "look_units": plan.record.get("look"),
+        "futility": plan.record.get("futility"), "max_cases": plan.record.get("max_cases"),
+        "margins": cfg.margins.model_dump(),
+        "stop": plan.stop, "stop_text": plan.stop_text(), "looks_done": len(looks),
+        "units_total": len(plan.units), "units_used": units_used,
+        "cases_total": plan.n_cases, "cases_used": used, "cases_not_needed": plan.not_needed,
+        "calls_saved": round(per_case * plan.not_needed) if per_case else None,
+        "cost_saved_usd": round(cost / used * plan.not_needed, 6) if cost and used else None,
+        "looks": [lk.as_dict() for lk in looks],
+        "note": ("anytime-valid: every interval and p-value here holds at whatever look it is "
+                 "read, so they are wider than fixed-N ones on the same cases (the report's "
+                 "metrics); the claim rests on the last look's"),
+    }
+    return block, (looks[-1] if looks else None)
 
 
 def calls_summary(store, run_id: str, n: int) -> dict:

@@ -64,11 +64,16 @@ def _floor_reason(m: dict, ni: dict, label: str, noun: str = "cases") -> str:
             f"{ni.get('margin')} needs ≥ {ni['min_n']}")
 
 
+def _level(m: dict, fixed: str) -> str:
+    """How an interval is named: its level, or "anytime-valid" for a sequential run's."""
+    return "anytime-valid" if m.get("anytime") else fixed
+
+
 def _faithfulness_reasons(f: dict | None, alpha: float) -> list[str]:
     if not f or f.get("difference") is None:
         return ["faithfulness was not measured on any complete pair"]
-    lvl = pct(f["conf_level"])
-    what = (f"faithfulness B − A = {signed(f['difference'])} ({lvl} CI {num(f['ci_low'])} to "
+    lvl = _level(f, pct(f["conf_level"]) + " CI")
+    what = (f"faithfulness B − A = {signed(f['difference'])} ({lvl} {num(f['ci_low'])} to "
             f"{num(f['ci_high'])}, Holm p = {num(f.get('p_holm'))}, over {cases_text(f)})")
     out = []
     if too_few_groups(f):
@@ -119,7 +124,7 @@ def _binary_reason(m: dict | None, label: str, alpha: float, remedy: str) -> str
         return _floor_reason(m, ni, label)
     if ni.get("holds"):
         return None
-    lvl = pct(1 - 2 * alpha)
+    lvl = _level(ni, pct(1 - 2 * alpha))
     if m.get("better") == "higher":
         worse = (m.get("difference") or 0) < 0
         lim = f"lower {lvl} limit {num(ni.get('lower'))} ≤ −{ni.get('margin')}"
@@ -154,7 +159,7 @@ def effect_reasons(m: dict, cfg) -> list[str]:
     elif not (c.get("noninferiority") or {}).get("holds"):
         ni = c.get("noninferiority") or {}
         reasons.append(f"coverage not shown non-inferior: B − A = {signed(c['difference'])}, "
-                       f"lower {pct(1 - 2 * alpha)} limit {num(ni.get('ci_low'))} ≤ "
+                       f"lower {_level(ni, pct(1 - 2 * alpha))} limit {num(ni.get('ci_low'))} ≤ "
                        f"−{ni.get('margin')} (the margin), over {cases_text(c)}")
     pw = m.get("pairwise") or {}
     if pw.get("direction") == "A":
@@ -242,13 +247,13 @@ def sentence(m: dict, val: dict, cfg, prefix: str = "Given these contexts") -> s
                    "case for them")
     kappas = ", ".join(f"{j} {num(val[j]['kappa'])} (lower limit {num(val[j]['ci_low'])}, "
                        f"{val[j]['n_labels']} labels)" for j in CLAIM_JUDGES)
-    lvl = pct(f["conf_level"])
+    lvl = _level(f, pct(f["conf_level"]) + " CI")
 
     def over(m: dict) -> str:
         return f"{m.get('n')}" + (f" in {m['n_groups']} groups" if m.get("n_groups") else "")
 
     return (f"{prefix}, variant B was more faithful and no less complete than A, paired over "
-            f"{cases_text(f, 'questions')}{dropped} (faithfulness {f['difference']:+.3f}, {lvl} CI "
+            f"{cases_text(f, 'questions')}{dropped} (faithfulness {f['difference']:+.3f}, {lvl} "
             f"{num(f['ci_low'])} to {num(f['ci_high'])}, Holm p = {num(f['p_holm'])}; coverage "
             f"B − A {c['difference']:+.3f} over {cases_text(c, 'questions')}, margin "
             f"{c['noninferiority']['margin']}; refusals on answerable questions B − A "

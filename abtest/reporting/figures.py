@@ -463,3 +463,76 @@ def flipped_cells(per_case: Any) -> list[SimpleNamespace]:
                                    fb=None if fb == "n/a" else fb,
                                    pairwise=x.get("pairwise") or "", newly=newly_failing(x)))
     return out
+
+
+# --------------------------------------------------------------------------- sequential runs
+
+SEQUENCE_METRICS = (("faithfulness", "Faithfulness B − A", "futility"),
+                    ("coverage", "Coverage B − A", "coverage"),
+                    ("abstention_answerable", "Refusals on answerable cases B − A",
+                     "abstention_answerable"),
+                    ("abstention_unanswerable", "Correct abstention on unanswerable cases B − A",
+                     "abstention_unanswerable"))
+
+
+def sequences(seq: dict, margins: dict | None = None) -> list[dict]:
+    """One chart per claim metric that has an interval: faithfulness with ±futility, the
+    non-inferiority metrics with their margin (the side the condition reads)."""
+    out = []
+    for metric, title, guide in SEQUENCE_METRICS:
+        if guide == "futility":
+            fut = _num((seq or {}).get("futility")) or 0.0
+            lines = [fut, -fut] if fut else []
+        else:
+            m = _num((margins or {}).get(guide))
+            lines = [] if m is None else [m if guide == "abstention_answerable" else -m]
+        g = sequence(seq, metric, lines)
+        if g["points"]:
+            g["title"] = title
+            out.append(g)
+    return out
+
+
+def sequence(seq: dict, metric: str = "faithfulness", guides: list[float] | None = None
+             ) -> dict:
+    """The sequence chart's geometry: per look (x: groups taken) the metric's anytime-valid
+    interval (a band) and its estimate (a line), the zero line and the guide lines (±futility,
+    or the margin); `points` is empty before the first look with an interval."""
+    pts = []
+    for lk in (seq or {}).get("looks") or []:
+        s = ((lk.get("sequences") or {}).get(metric) or {})
+        lo, hi, d = _num(s.get("ci_low")), _num(s.get("ci_high")), _num(s.get("mean"))
+        if lo is not None and hi is not None and d is not None:
+            pts.append({"look": lk.get("look"), "units": lk.get("units") or 0, "lo": lo,
+                        "hi": hi, "d": d, "stop": lk.get("stop")})
+    out: dict[str, Any] = {"points": pts, "metric": metric}
+    if not pts:
+        return out
+    W, H, left, right, top, bottom = 640, 260, 64, 24, 20, 40
+    if guides is None:
+        fut = _num((seq or {}).get("futility")) or 0.0
+        guides = [fut, -fut] if fut else []
+    lo = min([p["lo"] for p in pts] + guides + [0.0])
+    hi = max([p["hi"] for p in pts] + guides + [0.0])
+    pad = max(hi - lo, 0.1) * 0.06
+    lo, hi = lo - pad, hi + pad
+    x_max = max(p["units"] for p in pts) or 1
+
+    def sx(u: float) -> float:
+        return left + (u / x_max) * (W - left - right)
+
+    def sy(v: float) -> float:
+        return top + (hi - v) / (hi - lo) * (H - top - bottom)
+
+    for p in pts:
+        p.update(x=sx(p["units"]), y=sy(p["d"]), ylo=sy(p["lo"]), yhi=sy(p["hi"]),
+                 tip=f"look {p['look']}, {p['units']} groups: B − A = "
+                     f"{num(p['d'], signed=True)}, anytime-valid interval "
+                     f"{interval(p['lo'], p['hi'])}" + (f"; stop: {p['stop']}" if p["stop"] else ""))
+    band = ([f"{p['x']:.1f},{p['yhi']:.1f}" for p in pts]
+            + [f"{p['x']:.1f},{p['ylo']:.1f}" for p in reversed(pts)])
+    out.update(W=W, H=H, left=left, right=W - right, top=top, bottom=H - bottom,
+               zero=sy(0.0), guides=[sy(g) for g in guides],
+               band=" ".join(band), line=" ".join(f"{p['x']:.1f},{p['y']:.1f}" for p in pts),
+               y_lo=lo, y_hi=hi, x_max=x_max, colour=C_B)
+    return out

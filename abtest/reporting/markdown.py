@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..fmt import clip, cost_line, interval, kappa_text, num, pct
+from ..fmt import clip, cost_line, kappa_text, num, pct
 from .metrics import SCORE_JUDGES
 from . import notes
+from .display import metric_rows
 from .model import json_shape
 
 if TYPE_CHECKING:
@@ -89,6 +90,9 @@ def render_markdown(report: Report) -> str:
     m = r["metrics"]
     add(f"# abtest report — run {r['run_id']}")
     add("")
+    if r.get("demo_judge"):   # before anything else: no verdict below is evidence
+        add(f"> **{r['demo_judge']}**")
+        add("")
     add(f"- Evaluation date: {r['generated_at'][:10]} (run created {str(r['created_at'])[:19]})")
     add(f"- Status: **{r['status']}** — {r['n_finished']}/{r['n_cases']} cases finished")
     add(f"- Variants: A = `{r['variants']['a']['name']}` (sha256 {r['variants']['a']['sha256'][:12]}), "
@@ -142,6 +146,17 @@ def render_markdown(report: Report) -> str:
     if g:
         add("")
         add(md(notes.gate_line(g)))
+    seq = r.get("sequential")
+    if seq:
+        add("")
+        add("## Sequential run")
+        add("")
+        for line in notes.sequential_lines(seq):
+            add(f"- {md(line)}")
+        if seq["looks"]:
+            add("")
+            add(tabulate(notes.sequential_rows(seq), headers=notes.SEQUENTIAL_HEADERS,
+                         tablefmt="github", disable_numparse=True))
     add("")
     add("## Fixture / golden set summary")
     add("")
@@ -173,21 +188,7 @@ def render_markdown(report: Report) -> str:
     add("")
     add("## Metric scores")
     add("")
-    rows = []
-    for key in ("pairwise", "faithfulness", "coverage", "quality", "relevance", "conformance"):
-        mm = m.get(key)
-        if not mm:
-            continue
-        rows.append([key, mm["n"], num(mm["a"]), num(mm["b"]), num(mm["difference"], signed=True),
-                     interval(mm.get("ci_low"), mm.get("ci_high")), mm["test"].split(" ")[0],
-                     num(mm["p_value"]), num(mm.get("p_holm"))])
-    for sub in ("answerable", "unanswerable"):
-        mm = (m.get("abstention") or {}).get(sub)
-        if mm and mm["n"]:
-            rows.append([f"abstention ({sub})", mm["n"], num(mm["a"]), num(mm["b"]),
-                         num(mm["difference"], signed=True),
-                         interval(mm.get("ci_low"), mm.get("ci_high")), mm["test"],
-                         num(mm["p_value"]), num(mm.get("p_holm"))])
+    rows = metric_rows(r)
     level = pct(1 - (r.get("holm") or {}).get("alpha", 0.05))
     so_far = notes.progress_so_far(r, "Metric scores")
     if not rows and so_far:

@@ -24,6 +24,7 @@ from datetime import date, datetime
 from typing import Any, Callable, Mapping
 
 from ..fmt import pct
+from ..groups import MIN_GROUPS
 from ..sizing import holm_family, min_n_binary_noninferiority
 
 # judges that give each answer a 0–1 score: summarised, compared and shown per case alike
@@ -31,10 +32,6 @@ SCORE_JUDGES = ("faithfulness", "coverage", "quality", "relevance", "conformance
 DIFF_LIMITS = (-1.0, 1.0)  # the range of a difference of two 0–1 scores or rates
 # a length difference below this share of the pair's mean length counts as "equal length"
 LENGTH_TOLERANCE = 0.05
-# the fewest groups a cluster-robust t (CR2, Bell–McCaffrey df) is given a test with: at 10
-# groups a skewed group effect made the nominal 5 % test reject 8 %, from 20 within two
-# points (docs/STATISTICS.md §10, `validity_sim.py --group-size-check`)
-MIN_GROUPS = 20
 CLUSTER_T = "cluster (CR2, Bell–McCaffrey df)"
 
 JudgeMap = Mapping[tuple[str, str], Mapping[str, Mapping[str, Any]]]
@@ -580,8 +577,10 @@ def length_bias(outcomes, len_a: list[int], len_b: list[int], alpha: float) -> d
 
             z = float(st.norm.ppf(1 - alpha / 2))
 
-            def sig(v: float) -> float:
-                return 1 / (1 + math.exp(-v))
+            def sig(v: float) -> float:   # the logistic function, without overflow
+                from scipy.special import expit
+
+                return float(expit(v))
 
             out.update({"separable": True, "lc_share_b": sig(b0), "lc_ci_low": sig(b0 - z * se0),
                         "lc_ci_high": sig(b0 + z * se0), "length_coef": b1,

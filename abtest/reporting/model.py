@@ -15,10 +15,13 @@ read that (`json_shape`), so a report is dumped at most once, never once per for
 from __future__ import annotations
 
 import os
-from typing import Any, Literal, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar
 
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo,
                       ValidatorFunctionWrapHandler, model_validator)
+
+if TYPE_CHECKING:
+    import pandas
 
 Num = Optional[float]
 _M = TypeVar("_M", bound="_Part")
@@ -581,6 +584,45 @@ class Groups(_Part):
     text: str
 
 
+class SequentialLook(_Part):
+    """One look of a sequential run: each claim metric's anytime-valid sequence, and each
+    condition's state (holds, fails, open)."""
+
+    look: int
+    units: int
+    cases: int
+    stop: Optional[str]
+    licensable: bool
+    conditions: dict[str, str]
+    why: dict[str, str]
+    sequences: dict[str, dict[str, Any]] = Field(description="per metric: n units, cases, "
+                                                 "mean, sd, ci_low/ci_high (two-sided), "
+                                                 "lower/upper (one-sided), always-valid p")
+
+
+class Sequential(_Part):
+    """A sequential run (docs/STATISTICS.md §11): why it stopped, what it used, its looks."""
+
+    seed: int
+    look_units: int
+    futility: float
+    max_cases: Optional[int]
+    margins: dict[str, float] = Field(default_factory=dict, description="the margins the "
+                                      "non-inferiority conditions were decided at")
+    stop: Optional[Literal["decision", "futility", "exhausted", "max_cases"]]
+    stop_text: Optional[str]
+    looks_done: int
+    units_total: int
+    units_used: int
+    cases_total: int
+    cases_used: int
+    cases_not_needed: int
+    calls_saved: Optional[int] = Field(description="calls per case × cases not needed")
+    cost_saved_usd: Num = Field(description="cost per case × cases not needed")
+    looks: list[SequentialLook]
+    note: str
+
+
 class Progress(_Part):
     """Where the run is: its state (the one every surface shows) and what exists so far, as
     counts; never an estimate."""
@@ -591,6 +633,7 @@ class Progress(_Part):
     started: int
     errored: int
     not_started: int
+    not_needed: int = Field(0, description="a sequential run's cases it never took")
     line: str
     judged: dict[str, int] = Field(description="per judge, cases it judged without error "
                                                "(both sides where it has two)")
@@ -621,9 +664,13 @@ class Report(_Whole):
     pipeline_reasons: list[str]
     self_judge: bool
     self_judge_model: Optional[str] = None
+    demo_judge: Optional[str] = Field(None, description="present when the embedded model judged "
+                                      "only because the config names no judge: its verdicts "
+                                      "are for demonstration only")
     judges: list[str]
     judge_validation: JudgeValidation
     metrics: Metrics
+    sequential: Optional[Sequential] = Field(None, description="present for a sequential run")
     stat_warnings: list[str] = Field(default_factory=list, description="what the statistics "
                                      "libraries warned while computing the metrics (a report "
                                      "note, never stderr)")
@@ -643,6 +690,90 @@ class Report(_Whole):
     per_case: list[CaseRow]
     flipped: list[str]
     gate: Gate
+
+    # the store this report was built from (`abtest.report`, `RunHandle.report()`): where
+    # the frames read their rows; a report read from a file names its store in the call
+    _store_path: Optional[str] = PrivateAttr(default=None)
+
+    def cases_frame(self, *, store: str | os.PathLike | None = None) -> pandas.DataFrame:
+        """One row per case (ids, question, both answers, every judge's verdict and score,
+        incidents, finished), from the store by DuckDB. Needs pandas (`abtest[pandas]`)."""
+        from ..store.frames import cases_frame
+
+        return self._frame(cases_frame, store)
+
+    def metrics_frame(self, *, store: str | os.PathLike | None = None) -> pandas.DataFrame:
+        """One row per metric: A, B, difference, CI, p, Holm p, N, groups."""
+        from ..store.frames import metrics_frame
+
+        return self._frame(metrics_frame, store)
+
+    def incidents_frame(self, *, store: str | os.PathLike | None = None) -> pandas.DataFrame:
+        """One row per hallucination incident: case, variant, faithfulness, answer, the
+        statements the context does not support."""
+        from ..store.frames import incidents_frame
+
+        return self._frame(incidents_frame, store)
+
+    def _frame(self, build: Callable[..., pandas.DataFrame],
+               store: str | os.PathLike | None) -> pandas.DataFrame:
+        from ..errors import UserError
+        from ..store import Store
+        from ..store.frames import need_pandas
+
+        need_pandas(f"Report.{build.__name__}()")
+        path = store if store is not None else self._store_path
+        if path is None:
+            raise UserError("this report was read from a file: name its store "
+                            "(store='results/abtest.duckdb')", field="store")
+        st = Store(path, read_only=True, create=False)
+        try:
+            return build(st, json_shape(self))
+        finally:
+            st.close()
+
+    def to_markdown(self) -> str:
+        """The report as `abtest report RUN` prints it (Markdown)."""
+        return _render(self, "md")
+
+    def to_html(self) -> str:
+        """The report as `abtest report RUN --format html` writes it (one self-contained page)."""
+        return _render(self, "html")
+
+    def to_json(self) -> str:
+        """The report as `abtest report RUN --format json` prints it (docs/report.schema.json)."""
+        return _render(self, "json")
+
+    # a notebook shows a glance (under 2 KB), not the tens of kilobytes of every field
+    def __repr__(self) -> str:
+        from .display import short_repr
+
+        return short_repr(json_shape(self))
+
+    def _repr_markdown_(self) -> str:
+        from .display import glance_markdown
+
+        return glance_markdown(json_shape(self))
+
+    def _repr_html_(self) -> str:
+        from .display import glance_html
+
+        return glance_html(json_shape(self))
+
+
+# The renderers read reports through this module (json_shape), so it cannot import them (an
+# import circle): the package that owns them, abtest/reporting/__init__.py, which Python
+# always runs before it hands this module out, gives its one `render` here.
+_RENDERER: list[Callable[[Report, str], str]] = []
+
+
+def set_renderer(render: Callable[[Report, str], str]) -> None:
+    """The renderer `Report.to_markdown()`, `.to_html()` and `.to_json()` use: the CLI's."""
+    _RENDERER[:] = [render]
+
+
+def _render(report: Report, fmt: str) -> str:
+    return _RENDERER[0](report, fmt)
 
 
 # --------------------------------------------------------------------------- the live report

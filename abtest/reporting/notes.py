@@ -74,6 +74,14 @@ def self_judge(model: Any) -> Sentence:
                  "evidence."))
 
 
+def demo_judge(model: Any) -> Sentence:
+    return (strong("Demonstration only:"),
+            ("", " the judge is the embedded model ("), code(str(model)),
+            ("", ") because the config names none; its verdicts demonstrate the machinery and "
+                 "are not evidence. Set `judge:` to a real model (or `judge: embedded` to mean "
+                 "it)."))
+
+
 def withheld(text: Any) -> Sentence:
     return (strong("No estimate is shown:"), ("", f" {text}."))
 
@@ -306,3 +314,54 @@ def extra_judge_lines(r: dict) -> list[str]:
     if rub.get("note"):
         out.append(f"Conformance: {rub['note']}")
     return out
+
+
+# --------------------------------------------------------------------------- sequential runs
+
+SEQUENTIAL_HEADERS = ["look", "groups", "cases", "faithfulness B − A (anytime CS)",
+                      "always-valid p", "coverage: lower limit", "refusals (answerable): upper",
+                      "abstention (unanswerable): lower", "conditions"]
+
+
+def sequential_lines(seq: dict) -> list[Sentence]:
+    """Why a sequential run stopped, what it used and saved, and how to read its intervals."""
+    s = _d(seq)
+    out: list[Sentence] = []
+    if s.get("stop_text"):
+        text = str(s["stop_text"])
+        out.append((strong(text[:1].upper() + text[1:]),
+                    ("", f" at look {s.get('looks_done')} (a look every {s.get('look_units')} "
+                         f"groups, seed {s.get('seed')}).")))
+    else:
+        out.append(plain(f"Still looking: {s.get('looks_done')} look(s) so far, a look every "
+                         f"{s.get('look_units')} groups (seed {s.get('seed')})."))
+    saved = []
+    if s.get("calls_saved") is not None:
+        saved.append(f"about {s['calls_saved']} calls")
+    if s.get("cost_saved_usd") is not None:
+        saved.append(f"about ${s['cost_saved_usd']:.4f}")
+    out.append(plain(f"Used {s.get('cases_used')} of {s.get('cases_total')} cases "
+                     f"({s.get('units_used')} of {s.get('units_total')} groups); "
+                     f"{s.get('cases_not_needed')} not needed"
+                     + (f", saving {' and '.join(saved)} against the whole fixture"
+                        if saved and s.get("cases_not_needed") else "") + "."))
+    out.append(plain(str(s.get("note") or "")))
+    return out
+
+
+def sequential_rows(seq: dict) -> list[list[str]]:
+    """One row per look: the claim metrics' anytime-valid figures and each condition."""
+    rows = []
+    for lk in _d(seq).get("looks") or []:
+        sq = _d(lk.get("sequences"))
+        f = _d(sq.get("faithfulness"))
+        cs = (f"{num(f.get('mean'))} [{num(f.get('ci_low'))}, {num(f.get('ci_high'))}]"
+              if f.get("ci_low") is not None else "—")
+        states = ", ".join(f"{k} {v}" for k, v in _d(lk.get("conditions")).items()
+                           if v != "holds") or "all hold"
+        rows.append([str(lk.get("look")), str(lk.get("units")), str(lk.get("cases")), cs,
+                     num(f.get("p_value")), num(_d(sq.get("coverage")).get("lower")),
+                     num(_d(sq.get("abstention_answerable")).get("upper")),
+                     num(_d(sq.get("abstention_unanswerable")).get("lower")),
+                     states + (f"; stop: {lk['stop']}" if lk.get("stop") else "")])
+    return rows

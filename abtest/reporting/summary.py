@@ -19,7 +19,7 @@ SUMMARY_VERSION = 2   # 2: every reason, the pairwise counts and faithfulness B 
 
 def state_of(run: dict, labels_state: tuple | None) -> str:
     """What a summary depends on besides the stored rows a finished run never changes."""
-    from .. import __version__
+    from ..version import __version__
 
     return "|".join(str(x) for x in (__version__, SUMMARY_VERSION, run["status"],
                                       run.get("finished_at"), labels_state or (0, 0, "0")))

@@ -20,14 +20,49 @@ class SearchHit(NamedTuple):
     snippet: str
 
 
-def _corpus_rows(path: str, digest: "hashlib._Hash") -> Iterator[dict[str, Any]]:
-    """Validated corpus rows; the first bad row raises a UserError naming its line and field."""
+def _library_rows(path: str, digest: "hashlib._Hash", said: dict[str, Any]
+                  ) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, row) of a corpus in abtest's shape or a library's (`corpora`), as abtest
+    rows; `said` gets the format and the fields left behind."""
     from ..jsonl import read_records
+    from .corpora import corpus_format, docstore_of, docstore_rows
 
-    seen: dict[str, str] = {}
+    fmt = None
+    left: dict[str, int] = {}
+    said["left"] = left
+    store = docstore_of(path)
+    if store is not None:   # one JSON document of nodes keyed by id, not rows
+        digest.update(store[1])
+        said["format"] = "llamaindex-docstore"
+        for w, node in docstore_rows(store[0], path):
+            yield w, _mapped("llamaindex-docstore", node, path, w, left)
+        return
     for where, row in read_records(path, "a corpus file (JSONL, a JSON array or CSV)",
                                    name="corpus file", on_raw=digest.update,
                                    utf8_hint="; save the corpus as UTF-8"):
+        if fmt is None:
+            fmt = said["format"] = corpus_format(row)
+        yield where, _mapped(fmt, row, path, where, left)
+
+
+def _mapped(fmt: str, row: dict, path: str, where: str, left: dict[str, int]) -> dict:
+    from .corpora import as_corpus_row, corpus_format
+
+    if fmt != "llamaindex-docstore" and corpus_format(row) != fmt:
+        raise UserError(f"this row is in another shape than the file's first ({fmt}): one "
+                        "shape per corpus file", file=path, where=where)
+    if fmt == "llamaindex-docstore":
+        fmt = "llamaindex"
+    if fmt == "llamaindex" and not ("id_" in row and "text" in row):
+        raise UserError("a node needs `id_` and `text`", file=path, where=where)
+    return as_corpus_row(fmt, row, file=path, where=where, left=left)
+
+
+def _corpus_rows(path: str, digest: "hashlib._Hash", said: dict[str, Any] | None = None
+                 ) -> Iterator[dict[str, Any]]:
+    """Validated corpus rows; the first bad row raises a UserError naming its line and field."""
+    seen: dict[str, str] = {}
+    for where, row in _library_rows(path, digest, {} if said is None else said):
         for key in row:
             if key not in _CORPUS_KEYS:
                 raise UserError("unknown key (allowed: id, text, title, metadata; put "
@@ -101,7 +136,8 @@ def build_index(corpus_jsonl_path: str | os.PathLike, index_path: str | os.PathL
                                 "for it to finish", file=target) from None
             _remove(tmp)  # a corrupt leftover from a crashed build
             store = IndexStore(tmp)
-        store.build(_corpus_rows(corpus, digest), corpus_sha256=digest.hexdigest)
+        said: dict[str, Any] = {}
+        store.build(_corpus_rows(corpus, digest, said), corpus_sha256=digest.hexdigest)
         store.close()
         store = None
         try:
@@ -122,7 +158,8 @@ def build_index(corpus_jsonl_path: str | os.PathLike, index_path: str | os.PathL
                 pass
         raise
     with IndexStore(target, read_only=True) as st:
-        return st.stats()
+        return {**st.stats(), "format": said.get("format", "abtest"),
+                "not_imported": dict(said.get("left") or {})}
 
 
 def _locked_by_other(path: str) -> bool:

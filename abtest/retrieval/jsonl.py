@@ -16,6 +16,7 @@ gets the id `sha1(text)[:12]`. Rows match questions by id, else by exact questio
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Hashable, Sequence
 
 from abtest.errors import UserError
@@ -50,10 +51,14 @@ class JsonlRetriever(Retriever):
             return
         from ..jsonl import read_records
 
-        rows = [self._check(row, where)
-                for where, row in read_records(self.path, "a capture file (JSONL, JSON or CSV)",
-                                               name="capture file", list_fields=_LISTS,
-                                               known_fields=("id", "question", "user_input"))]
+        from ..fixtures.capture import capture_input_rows
+
+        given = capture_input_rows(Path(self.path))   # an eval dataset: its rows as questions
+        if given is None:
+            given = list(read_records(self.path, "a capture file (JSONL, JSON or CSV)",
+                                      name="capture file", list_fields=_LISTS,
+                                      known_fields=("id", "question", "user_input")))
+        rows = [self._check(row, where) for where, row in given]
         self._rows = rows
         for row in rows:
             if row["id"] is not None:
@@ -87,6 +92,8 @@ class JsonlRetriever(Retriever):
             raise UserError("row needs exactly one of 'context', 'contexts', 'retrieved_contexts'",
                             file=self.path, where=where)
         ctx = row[ckeys[0]]
+        if isinstance(ctx, str):
+            ctx = [ctx]   # one passage
         if not isinstance(ctx, list):
             raise UserError("must be a list", file=self.path, where=where, field=ckeys[0])
         chunks = []

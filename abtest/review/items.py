@@ -42,7 +42,7 @@ COVERAGE_TASK = ("Does the answer state this key point (in any wording)? Label c
                  "when it does; a point the answer omits or contradicts is not_covered.")
 # the abstention judge's own question (claims_extract_v3 / abstention_v3): the labels that
 # validate it must answer the same one
-ABSTENTION_TASK = ("Does the answer answer the question asked? Label abstained when it does "
+ABSTENTION_TASK = ("Does the answer respond to the question asked? Label abstained when it does "
                    "not: it declines, says it does not know or that the documents do not say, or "
                    "answers a different question, even when it adds other facts, true or cited. "
                    "Label answered when it states an answer to this question, even a hedged, "

@@ -13,7 +13,7 @@ item's side mapping to "A"/"B" at import time ("tie" stays "tie"), so
 report's pairwise statistics use) and `human_labels.label` are directly comparable.
 Claim items use "supported"/"unsupported" (the judge's contradicted and
 not_in_context both count as unsupported), coverage items "covered"/"not_covered",
-abstention items "abstained"/"answered" (does the answer answer the question asked).
+abstention items "abstained"/"answered" (does the answer respond to the question asked).
 
 The judge's reasoning stays with the verdict, out of the pack: an abstention item's secret
 record keeps the judge's one-sentence rationale (`judge_rationale`) for whoever adjudicates

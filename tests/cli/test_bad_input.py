@@ -197,7 +197,7 @@ def test_questions_bad_rows(project, tmp_path):
                "q.jsonl", "line 1", "question")
     q.write_text(json.dumps({"id": "x", "question": "a"}) + "\n" + json.dumps({"id": "x", "question": "b"}) + "\n")
     expect_bad(["capture", str(q), "--retriever", "jsonl:whatever", "--out", "fixtures/new"],
-               "duplicate question id")
+               "line 2: field 'id': id 'x' is also at line 1, with different content")
     assert not Path("fixtures/new").exists()
 
 
@@ -281,4 +281,4 @@ def test_golden_file_not_a_list(project, tmp_path):
     g = tmp_path / "golden.json"
     g.write_text(json.dumps({"nope": 1}))
     expect_bad(["capture", str(g), "--retriever", "jsonl:x", "--out", "fixtures/new"],
-               "golden.json", "expected a list")
+               "golden.json", "not a questions file abtest knows", "this row has: nope")

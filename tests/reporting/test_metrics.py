@@ -387,3 +387,19 @@ def test_length_caveat_needs_a_favoured_side_that_was_longer_more_often():
     # lengths under one unit: the tolerance is 5 % of 1, so 0.08 apart is longer, 0.04 is not
     lb = length_bias(["B"] * 4, [0.0] * 4, [0.08, 0.08, 0.04, 0.04], 0.05)
     assert (lb["b_longer"], lb["equal_length"]) == (2, 2)
+
+
+def test_length_bias_survives_a_quasi_separated_fit():
+    """One B win among A wins, at a length difference four A wins share: the logit's
+    standard error is ~5e4, its interval limits ~±1e5 on the logit scale (math.exp
+    overflowed there and the report crashed, found by validity_sim --sequential); the
+    share is reported with the uninformative interval it has, [0, 1]."""
+    from abtest.reporting.metrics import length_bias
+
+    d = [-200, 0, -100, 100, 100, 100, 0, 0, -105, 0, 0, 0, 0, -180, 100, -160]
+    outcomes = ["A"] * 16
+    outcomes[14] = "B"
+    lb = length_bias(outcomes, [100] * 16, [100 + x for x in d], 0.05)
+    assert lb["separable"] is True
+    assert (lb["lc_ci_low"], lb["lc_ci_high"]) == (0.0, 1.0)
+    assert lb["explained_by_length"] is True

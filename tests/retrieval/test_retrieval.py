@@ -233,7 +233,7 @@ def test_lowercase_operators_are_words():
 
 
 @pytest.mark.parametrize("lines,line,field", [
-    (['{"id": "a", "text": "x"}', '{"id": "b", "text": '], 2, None),
+    (['{"id": "a", "text": "x"}', '{"id": "b", "text": '], None, None),   # cut: said below
     (['{"text": "x"}'], 1, "id"),
     (['{"id": "a"}'], 1, "text"),
     (['{"id": "a", "text": "   "}'], 1, "text"),
@@ -247,7 +247,11 @@ def test_bad_corpus_rows(tmp_path, lines, line, field):
     out = tmp_path / "out" / "index.duckdb"
     with pytest.raises(UserError) as ei:
         build_index(corpus, out)
-    assert ei.value.where == (line if isinstance(line, str) else f"line {line}")
+    if line is None:   # the last record cut short: said once, with its line
+        assert ei.value.where is None
+        assert ei.value.message == "the file ends mid-record (line 2); was it cut short?"
+    else:
+        assert ei.value.where == (line if isinstance(line, str) else f"line {line}")
     assert ei.value.field == field and "c.jsonl" in str(ei.value)
     assert sorted(os.listdir(tmp_path)) == ["c.jsonl"]  # no index, no temp file, no new dir
 
@@ -373,7 +377,10 @@ def test_jsonl_retriever(tmp_path):
     assert "cap.jsonl" in str(ei.value)
     with pytest.raises(UserError, match="different question text"):
         r.retrieve_many([("q1", "another question")], 5)
-    bad = write_jsonl(tmp_path / "bad.jsonl", ['{"id": "q1", "context": "nope"}'])
+    one = write_jsonl(tmp_path / "one.jsonl", ['{"id": "q1", "context": "one passage"}'])
+    got = get_retriever(f"jsonl:{one}", base_dir=tmp_path).retrieve_many([("q1", "x")], 5)
+    assert [c.text for c in got["q1"]] == ["one passage"]   # a string is one passage
+    bad = write_jsonl(tmp_path / "bad.jsonl", ['{"id": "q1", "context": 42}'])
     with pytest.raises(UserError, match="line 1"):
         get_retriever(f"jsonl:{bad}", base_dir=tmp_path).retrieve_many([("q1", "x")], 5)
     assert path

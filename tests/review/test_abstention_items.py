@@ -1,5 +1,5 @@
 """Abstention review items (issue 43): humans label the question the judge is asked (does
-the answer answer the question asked?), and the judge's reasoning is kept with the item's
+the answer respond to the question asked?), and the judge's reasoning is kept with the item's
 secret record, never shown in the blind pack."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def test_abstention_items_ask_the_judges_question_and_keep_its_reason_secret(sto
     shown = [p for p in pub if p["kind"] == "abstention"]
     assert len(shown) == 2 * len(PAIRWISE)
     assert all(p["task"] == ABSTENTION_TASK for p in shown)
-    for said in ("answer the question asked", "answers a different question",
+    for said in ("respond to the question asked", "answers a different question",
                  "even when it adds other facts", "even a hedged, partial or wrong one"):
         assert said in ABSTENTION_TASK
     # the reasons would give the verdict away: not in any file of the pack
