@@ -8,6 +8,7 @@ The Python API (docs/python-api.md), imported lazily so that `import abtest` sta
     arun(…), acapture(…)              run and capture, awaitable inside a running event loop
     capture(questions, retriever, out)  freeze retrieval into a sealed fixture → Fixture
     report(run="latest", config=…)    a run's typed Report (.to_markdown(), .to_html(), .to_json())
+    review_export(run="latest", …)    the blind review pack for human labels
     compare(run_a, run_b, config=…)   two runs side by side → Comparison
     get_run(run="latest", config=…)   a stored run's RunHandle, status = its state now
     list_runs(config=…)               every run: state, cases finished, gate, claim line
@@ -32,6 +33,7 @@ if TYPE_CHECKING:   # what a type checker sees; at run time `__getattr__` loads 
     from .api import capture as capture
     from .api import compare as compare
     from .api import export as export
+    from .api import review_export as review_export
     from .api import get_run as get_run
     from .api import list_runs as list_runs
     from .api import live as live
@@ -61,6 +63,7 @@ from .version import __version__ as __version__
 
 _FROM = {"run": "abtest.api", "live": "abtest.api", "merge": "abtest.api",
          "capture": "abtest.api", "report": "abtest.api", "export": "abtest.api",
+         "review_export": "abtest.api",
          "load_config": "abtest.api", "open_store": "abtest.api", "RunHandle": "abtest.api",
          "get_run": "abtest.api", "list_runs": "abtest.api", "compare": "abtest.api",
          "arun": "abtest.api", "acapture": "abtest.api",

@@ -307,6 +307,29 @@ def _capture(questions: str | os.PathLike | Iterable[Question | dict],
                       refresh_every_days=refresh_every_days, progress=progress)
 
 
+def review_export(run: str = "latest", out: str | os.PathLike | None = None, *, n: int = 40,
+                  seed: int = 0, config: Any = None, progress: ProgressArg = None
+                  ) -> dict[str, Any]:
+    """`abtest review export`: a blind review pack for `run` (items.jsonl, labels.csv,
+    review.html) in `out` (default results/review/RUN_ID), `n` items per judge; returns its
+    paths, item count and counts per judge."""
+    from .progress import sink
+    from .review import export_pack
+    from .runs import load_run, resolve_run
+    from .store import Store
+
+    lc = _config(config)
+    st = Store(lc.store_path, create=False)
+    try:
+        rid = resolve_run(st, run)
+        load_run(st, rid)
+        target = Path(out) if out is not None else lc.store_path.parent / "review" / rid
+        with sink(progress, "review export") as say:
+            return export_pack(st, rid, target, n=n, seed=seed, progress=say)
+    finally:
+        st.close()
+
+
 def export(run: str | None, out_dir: str | os.PathLike, *, fmt: str = "parquet",
            config: Any = None) -> list[Path]:
     """A run's rows (or, with run=None, every run's), one file per table (`parquet`, `csv` or

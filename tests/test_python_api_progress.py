@@ -114,3 +114,18 @@ def test_a_live_runs_item_lines_fill_its_bar(capfd):
     bars.close()
     err = capfd.readouterr().err
     assert "abtest: asking 3 golden questions" in err and re.search(r"live: 100%.*\b3/3\b", err)
+
+
+def test_review_export_reports_its_stages_and_writes_the_pack_the_cli_writes(project, tmp_path):
+    p, _ = project
+    h = abtest.run("fixtures/small", "variants/a.yaml", "variants/b.yaml", progress=False)
+    ui = UI()
+    pack = abtest.review_export(h.run_id, tmp_path / "api", n=5, progress=ui)
+    assert [s[:3] for s in ui.steps] == [("review export", 1, 2), ("review export", 2, 2)]
+    r = CliRunner().invoke(cli, ["review", "export", h.run_id, "--n", "5", "--out",
+                                 str(tmp_path / "cli")])
+    assert r.exit_code == 0, r.stderr
+    for name in ("items.jsonl", "labels.csv"):
+        assert (tmp_path / "api" / name).read_text() == (tmp_path / "cli" / name).read_text()
+    assert f"{pack['n_items']} items to label" in r.stderr
+    assert f"abtest review import {h.run_id} FILE" in r.stderr

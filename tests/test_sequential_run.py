@@ -135,6 +135,12 @@ def test_a_stopped_run_resumes_at_its_unfinished_look_in_the_same_order(proj):
     finally:
         st.close()
     assert info["boundaries"] == [20] and info["taking"] == 40 and info["stop"] is None
+    # unfinished, its finished look is shown (valid whenever read), nothing else estimated
+    partial = report(h.run_id)
+    assert partial["status"] == "incomplete" and partial["metrics"] == {}
+    assert [lk["units"] for lk in partial["sequential"]["looks"]] == [20]
+    assert partial["sequential"]["stop"] is None and "Still looking" in CliRunner().invoke(
+        cli, ["report", h.run_id]).stdout
     before = len(b.calls)
     fail["on"] = False
     h2 = abtest.run("fixtures/small", "variants/a.yaml", "variants/b.yaml", run_id=h.run_id,

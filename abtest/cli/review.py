@@ -49,17 +49,11 @@ def review_export(ctx, run_id, n, seed, out):
     """Write a blind review pack (items.jsonl, labels.csv, review.html)."""
     from pathlib import Path
 
-    from .. import review as rv
-    from ..runs import load_run
+    from ..api import review_export as export
 
-    lc, store = open_store(ctx, read_only=False)
-    try:
-        run_id = resolve_run(store, run_id)
-        load_run(store, run_id)
-        target = Path(out) if out else lc.store_path.parent / "review" / run_id
-        res = rv.export_pack(store, run_id, target, n=n, seed=seed)
-    finally:
-        store.close()
+    lc = load(ctx)
+    res = export(run_id, Path(out) if out else None, n=n, seed=seed, config=lc, progress=False)
+    run_id = res["run_id"]
     for p in res["paths"]:
         click.echo(str(p))
     c = res["counts"]

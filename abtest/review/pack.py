@@ -145,7 +145,8 @@ def item_content(src: Sources, rows: list[dict]) -> list[dict]:
     return out
 
 
-def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict:
+def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0,
+                progress: Any = None) -> dict:
     """Write a blind review pack (items.jsonl, labels.csv, review.html) into `out_dir` and
     record each item's secret side mapping and the judge's label in `review_items`.
 
@@ -275,6 +276,7 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
     assert len(public) == len(rows), "an item drawn just now must have its content"
 
     write_rows(store, store.put_review_items, rows)
+    _stage(progress, 1, f"{len(public)} items drawn and recorded")
 
     pack_id = f"{tag}-{item_sha(seed, *sorted(p['item_id'] for p in public))[:8]}"
     out = Path(out_dir)
@@ -290,8 +292,18 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0) -> dict
     pack = {"format": "abtest-review-pack", "version": 1, "pack_id": pack_id,
             "download_format": DOWNLOAD_FORMAT, "items": public}
     p_html.write_text(review_page(pack), encoding="utf-8")
+    _stage(progress, 2, f"pack written to {out}")
     counts = {"pairwise_flagged": len(flagged), "pairwise_sampled": len(pw_sample),
               "claims": len(cl_sample), "coverage_points": len(cov_sample),
               "abstention_answers": len(abs_sample)}
     return {"paths": [str(p_items), str(p_csv), str(p_html)], "n_items": len(public),
-            "pack_id": pack_id, "out_dir": str(out), "counts": counts}
+            "pack_id": pack_id, "out_dir": str(out), "counts": counts, "run_id": run_id}
+
+
+def _stage(progress: Any, done: int, what: str) -> None:
+    """Two stages (items drawn and recorded, files written): a bar for the Python API, the
+    "[i/2]" line for a callable."""
+    from ..progress import step
+
+    step(progress, "review export", done, 2, f"[{done}/2] {what}")
+
