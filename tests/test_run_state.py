@@ -177,6 +177,10 @@ POINTS = {
 SIGNALS = {"SIGKILL": signal.SIGKILL, "SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("point", list(POINTS))
 @pytest.mark.parametrize("sig", list(SIGNALS))
 def test_stopped_run_is_told_the_same_everywhere_and_resumes_from_anywhere(
@@ -187,8 +191,11 @@ def test_stopped_run_is_told_the_same_everywhere_and_resumes_from_anywhere(
     gen, judge = POINTS[point]
     jr = baseline["judge_requests"]
     valve.set(gen, {"half": jr // 2, "all": jr}.get(judge, judge) if judge is not None else None)
+    # Ctrl-C as in a terminal: a shell that starts this suite in the background (`… &`)
+    # passes SIGINT on ignored, and a process that starts with it ignored keeps it so
     proc = subprocess.Popen([sys.executable, "-m", "abtest.cli", *RUN], cwd=proj, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_default)
     try:
         valve.wait_held()
         time.sleep(0.8)   # what was answered lands in the store
