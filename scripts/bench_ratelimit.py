@@ -2,9 +2,16 @@
 """How close abtest runs to a provider's rate limits, as ratios measured in one run.
 
 A run of --n cases (the full default judge suite) against the loopback fake provider, whose
-judge and generator have their own requests- and tokens-per-minute limits, enforced over a
-sliding window (answered 429 with Retry-After past it, OpenAI's x-ratelimit-* headers on
-every reply). Five ways of running it, one after another, each against a fresh provider:
+judge and generator have their own requests- and tokens-per-minute limits (answered 429 with
+Retry-After past them, OpenAI's x-ratelimit-* headers on every reply), enforced one of two
+ways (--providers):
+
+  window      a sliding minute, a request's tokens its usage (the fake's first mode)
+  bucket      as hosted providers do: continuous buckets refilled at the limit / 60 a second
+              holding --burst seconds' worth, a request charged on arrival its prompt's
+              characters / 4 + max_tokens
+
+Five ways of running it, one after another, each against a fresh provider:
 
   adaptive    this code, no limit set anywhere (the default concurrency, 8 per model):
               paced by the provider's headers and 429s
@@ -91,6 +98,25 @@ def abtest_env(src: Path) -> dict:
     return {**os.environ, "PYTHONPATH": str(src), "PYTHONUNBUFFERED": "1"}
 
 
+def scale_of(args, provider: str) -> float:
+    """The time scale of a provider's rows (--bucket-scale for the bucket one)."""
+    return args.bucket_scale if provider == "bucket" and args.bucket_scale else args.scale
+
+
+def make_server(args, limits: dict, provider: str, headers: bool = True,
+                max_seconds: float = 7200) -> FakeLLMServer:
+    """The fake provider of one row: `window` (a sliding minute, usage) or `bucket`."""
+    scale = scale_of(args, provider)
+    extra: dict = {}
+    if provider == "bucket":
+        extra = {"bucket_s": args.burst / scale, "charge": "estimate"}
+    return FakeLLMServer(latency=args.latency / scale, responder=responder, keep_alive=True,
+                         max_seconds=max_seconds,
+                         limits={m: {"rpm": r * scale, "tpm": t * scale}
+                                 for m, (r, t) in limits.items()},
+                         window_s=60.0 / scale, rate_headers=headers, **extra)
+
+
 def analyse(srv: FakeLLMServer, limits: dict, scale: float, latency: float) -> dict:
     """Per model, from what the provider saw."""
     out = {}
@@ -106,8 +132,11 @@ def analyse(srv: FakeLLMServer, limits: dict, scale: float, latency: float) -> d
         mid = [r for r in ok if first + window <= r["ts"] < last - latency - window]
         mid_span = last - latency - window - (first + window)
         n_ok, tok = len(ok), sum(r["tokens"] for r in ok)
+        later = [r for r in rows if r["ts"] >= first + window]
         out[model] = {
             "requests": len(rows), "answered_429": len(rows) - n_ok, "tokens": tok,
+            "late_429": (sum(r.get("status") == 429 for r in later) / len(later))
+            if later else None,
             "span_s": span,
             "rpm_ratio": n_ok / span * 60 / rpm, "tpm_ratio": tok / span * 60 / tpm,
             "rpm_sustained": (len(mid) / mid_span * 60 / rpm) if mid_span > window else None,
@@ -119,17 +148,14 @@ def analyse(srv: FakeLLMServer, limits: dict, scale: float, latency: float) -> d
 
 
 def run_mode(name: str, args, src: Path, work: Path, limits: dict, *, concurrency,
-             set_limits: bool, headers: bool = True) -> dict:
-    scale = args.scale
+             set_limits: bool, headers: bool = True, provider: str = "window") -> dict:
+    scale = scale_of(args, provider)
     lat = args.latency / scale
-    srv = FakeLLMServer(latency=lat, responder=responder, keep_alive=True, max_seconds=7200,
-                        limits={m: {"rpm": r * scale, "tpm": t * scale}
-                                for m, (r, t) in limits.items()},
-                        window_s=60.0 / scale, rate_headers=headers)
+    srv = make_server(args, limits, provider, headers)
     url = srv.start()
     try:
-        proj = make_project(work / name.replace(" ", "-").replace(",", ""), args.n, url, 8,
-                            filler=args.filler)
+        proj = make_project(work / f"{provider}-{name}".replace(" ", "-").replace(",", ""),
+                            args.n, url, 8, filler=args.filler)
         (proj / "abtest.yaml").write_text(config(url, concurrency=concurrency,
                                                  limits=limits if set_limits else None,
                                                  scale=scale))
@@ -147,7 +173,7 @@ def run_mode(name: str, args, src: Path, work: Path, limits: dict, *, concurrenc
     rates = [ln.split("rate: ", 1)[1] for ln in out.stderr.splitlines() if "rate: " in ln]
     theo = max(m["min_s"] for m in per.values())
     span = max(r["ts"] for r in srv.requests) + lat - min(r["ts"] for r in srv.requests)
-    return {"mode": name, "rc": out.returncode, "unfinished": unfinished, "models": per,
+    return {"mode": name, "provider": provider, "rc": out.returncode, "unfinished": unfinished, "models": per,
             "span_s": span, "theoretical_s": theo, "wall_s": wall,
             "rate_lines": rates[-2:], "stderr": out.stderr[-1500:] if out.returncode not in
             (0, 3) else ""}
@@ -158,10 +184,7 @@ def resume_check(args, work: Path, limits: dict) -> dict:
     from abtest.store import Store
 
     scale, n = args.scale, max(40, args.n // 4)
-    srv = FakeLLMServer(latency=args.latency / scale, responder=responder, keep_alive=True,
-                        max_seconds=3600, window_s=60.0 / scale,
-                        limits={m: {"rpm": r * scale, "tpm": t * scale}
-                                for m, (r, t) in limits.items()})
+    srv = make_server(args, limits, "window", max_seconds=3600)
     url = srv.start()
     try:
         proj = make_project(work / "resume", n, url, 8, filler=args.filler)
@@ -224,6 +247,15 @@ def main() -> None:
                     help="top-level concurrency of the adaptive and limits rows (default: "
                          "not set, so 8 per model)")
     ap.add_argument("--modes", default="adaptive,noheaders,limits,fixed4,fixed32")
+    ap.add_argument("--providers", default="window,bucket",
+                    help="how the fake enforces its limits (see above); each mode runs against "
+                         "each")
+    ap.add_argument("--bucket-scale", type=float, default=None,
+                    help="time scale of the bucket provider's rows (default --scale): its "
+                         "estimate charging makes the tokens bind at far fewer requests a "
+                         "second, so it can be scaled further for the same CPU")
+    ap.add_argument("--burst", type=float, default=3.0,
+                    help="seconds' worth a bucket provider holds (unscaled)")
     ap.add_argument("--no-resume", action="store_true")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
@@ -240,39 +272,45 @@ def main() -> None:
                 ("fixed 4", base, 4, False, True), ("fixed 32", base, 32, False, True)]
         keys = {"adaptive": "adaptive", "adaptive, no headers": "noheaders",
                 "limits set": "limits", "fixed 4": "fixed4", "fixed 32": "fixed32"}
-        for name, src, conc, set_limits, headers in plan:
-            if keys[name] not in modes or src is None:
-                continue
-            print(f"... {name}", flush=True)
-            results.append(run_mode(name, args, src, work, limits, concurrency=conc,
-                                    set_limits=set_limits, headers=headers))
+        for provider in args.providers.split(","):
+            for name, src, conc, set_limits, headers in plan:
+                if keys[name] not in modes or src is None:
+                    continue
+                print(f"... {provider}: {name}", flush=True)
+                results.append(run_mode(name, args, src, work, limits, concurrency=conc,
+                                        set_limits=set_limits, headers=headers,
+                                        provider=provider))
         resume = None if args.no_resume else resume_check(args, work, limits)
 
     print(f"\n{args.n} cases; judge {args.judge}, generator {args.generator} (rpm/tpm); "
           f"latency {args.latency} s; time scale x{args.scale:g} (the provider's minute is "
-          f"{60 / args.scale:g} s); baseline {args.baseline}\n")
-    print("| mode | model (binds) | requests | 429 | req/min ÷ rpm: run / sustained | "
-          "tok/min ÷ tpm: run / sustained | time ÷ minimum | cases finished |")
-    print("|---|---|---|---|---|---|---|---|")
+          f"{60 / args.scale:g} s); bucket provider: time scale "
+          f"x{scale_of(args, 'bucket'):g}, holds {args.burst:g} s' worth; "
+          f"baseline {args.baseline}\n")
+    print("| provider | mode | model (binds) | requests | 429 | 429 after the first minute | "
+          "req/min ÷ rpm: run / sustained | tok/min ÷ tpm: run / sustained | time ÷ minimum | "
+          "cases finished |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         for i, (model, m) in enumerate(sorted(r["models"].items(), key=lambda kv: kv[0] != JUDGE)):
-            head = (r["mode"], f"{r['span_s'] / r['theoretical_s']:.3f}",
+            head = (r["provider"], r["mode"], f"{r['span_s'] / r['theoretical_s']:.3f}",
                     f"{args.n - r['unfinished']} / {args.n} (exit {r['rc']})") if i == 0 \
-                else ("", "", "")
-            print(f"| {head[0]} | {model} ({m['binds']}) | {m['requests']:,} | "
-                  f"{m['answered_429'] / m['requests']:.2%} | {pct(m['rpm_ratio'])} / "
+                else ("", "", "", "")
+            late = "—" if m["late_429"] is None else f"{m['late_429']:.2%}"
+            print(f"| {head[0]} | {head[1]} | {model} ({m['binds']}) | {m['requests']:,} | "
+                  f"{m['answered_429'] / m['requests']:.2%} | {late} | {pct(m['rpm_ratio'])} / "
                   f"{pct(m['rpm_sustained'])} | {pct(m['tpm_ratio'])} / "
-                  f"{pct(m['tpm_sustained'])} | {head[1]} | {head[2]} |")
+                  f"{pct(m['tpm_sustained'])} | {head[2]} | {head[3]} |")
     print()
     for r in results:
-        print(f"{r['mode']}: provider busy {r['span_s']:.1f} s for a minimum of "
+        print(f"{r['provider']}, {r['mode']}: provider busy {r['span_s']:.1f} s for a minimum of "
               f"{r['theoretical_s']:.1f} s; abtest process {r['wall_s']:.1f} s")
         for line in r["rate_lines"]:
             print(f"    rate: {line}")
         if r["stderr"]:
             print(r["stderr"])
     if resume:
-        print(f"\nresume: {resume['cases']} cases, limits set, SIGKILL after "
+        print(f"\nresume (window provider): {resume['cases']} cases, limits set, SIGKILL after "
               f"{resume['killed_after']} requests ({resume['saved_before']} answers saved); "
               f"--resume exit {resume['rc']}, calls sent again whose answer was saved: "
               f"{resume['sent_again']} (target 0); {resume['answered_429']} of "

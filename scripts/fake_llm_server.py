@@ -24,7 +24,13 @@ reports them), counted when it arrives. A request past a limit is answered 429 w
 documents: unsuccessful requests count); one larger than the whole window is answered 429
 "Request too large". Every reply for a limited model carries OpenAI's headers:
 ``x-ratelimit-limit-{requests,tokens}`` (per minute), ``-remaining-`` (left in the window)
-and ``-reset-`` (until the window is empty, as ``1.5s`` / ``120ms``).
+and ``-reset-`` (until the window is empty, as ``1.5s`` / ``120ms``). With ``bucket_s``
+(``--bucket-s``) the limits are enforced as hosted providers do, over short periods: a
+continuous bucket per limit refilled at limit / 60 a second holding ``bucket_s`` seconds'
+worth (remaining: its level; reset: until it is full). With ``charge="estimate"``
+(``--charge estimate``) a request counts on arrival its prompt's characters / 4 plus its
+``max_tokens`` (``default_max_tokens`` when unset), as hosted providers charge, instead of
+its usage.
 
 Faults can be injected by rate (seeded) or deterministically for the first N attempts of
 each request hash: ``429`` (with ``Retry-After``), ``500``, ``503``, ``timeout`` (hang),
@@ -418,6 +424,59 @@ class RateWindow:
         return out
 
 
+class RateBucket:
+    """One model's continuous buckets of requests and tokens, as hosted providers enforce a
+    minute's limit: refilled at limit / 60 a second, holding `bucket_s` seconds' worth (a 600
+    rpm limit is ~10 requests a second, at most 10 x bucket_s at once). Same interface as
+    RateWindow; a request past a limit waits (Retry-After) until the bucket holds it."""
+
+    def __init__(self, rpm: float | None, tpm: float | None, bucket_s: float = 3.0,
+                 count_rejected: bool = True):
+        self.rpm, self.tpm, self.bucket_s = rpm, tpm, float(bucket_s)
+        self.caps = {k: max(1.0, v * bucket_s / 60) for k, v in
+                     (("requests", rpm), ("tokens", tpm)) if v}
+        self.rates = {k: v / 60 for k, v in (("requests", rpm), ("tokens", tpm)) if v}
+        self.levels = dict(self.caps)
+        self.t: float | None = None
+        self.count_rejected = count_rejected
+
+    def _refill(self, now: float) -> None:
+        if self.t is not None and now > self.t:
+            for k in self.levels:
+                self.levels[k] = min(self.caps[k], self.levels[k] + (now - self.t) * self.rates[k])
+        self.t = now if self.t is None else max(self.t, now)
+
+    def admit(self, tokens: int, now: float) -> tuple[bool, str | None, float | None]:
+        """(admitted, why not: "requests" | "tokens" | "too_large", seconds until room)."""
+        self._refill(now)
+        if "tokens" in self.caps and tokens > self.caps["tokens"]:
+            return False, "too_large", None
+        need = {"requests": 1.0, "tokens": float(tokens)}
+        waits = {k: (need[k] - self.levels[k]) / self.rates[k] for k in self.levels
+                 if self.levels[k] < need[k]}
+        if waits:
+            if self.count_rejected and "requests" in self.levels:
+                self.levels["requests"] = max(0.0, self.levels["requests"] - 1)
+            why = max(waits, key=waits.get)
+            return False, why, max(0.001, waits[why])
+        for k in self.levels:
+            self.levels[k] -= need[k]
+        return True, None, None
+
+    def headers(self, now: float) -> dict[str, str]:
+        self._refill(now)
+        out = {}
+        for kind, limit in (("requests", self.rpm), ("tokens", self.tpm)):
+            if not limit:
+                continue
+            level = self.levels[kind]
+            out[f"x-ratelimit-limit-{kind}"] = str(int(limit))
+            out[f"x-ratelimit-remaining-{kind}"] = str(max(0, int(level)))
+            out[f"x-ratelimit-reset-{kind}"] = go_duration(
+                max(0.0, (self.caps[kind] - level) / self.rates[kind]))
+        return out
+
+
 def parse_limit_arg(spec: str) -> tuple[str, dict]:
     """``"judge=600/120000"`` -> ``("judge", {"rpm": 600, "tpm": 120000})``; ``-`` for none."""
     model, sep, rates = spec.partition("=")
@@ -456,7 +515,9 @@ class FakeLLMServer:
                  batch_seconds: float = 0.0, batch_expire: bool = False,
                  batch_fail_first_n: int = 0, batch_api: bool = True,
                  limits: dict[str, dict] | None = None, window_s: float = 60.0,
-                 rate_headers: bool = True, count_rejected: bool = True):
+                 rate_headers: bool = True, count_rejected: bool = True,
+                 bucket_s: float | None = None, charge: str = "usage",
+                 default_max_tokens: int = 4096):
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("FakeLLMServer only binds to loopback")
         self.latency = float(latency)
@@ -495,9 +556,17 @@ class FakeLLMServer:
         self.limits = {m: {"rpm": v.get("rpm"), "tpm": v.get("tpm")}
                        for m, v in (limits or {}).items()}
         self.window_s = float(window_s)
+        # bucket_s: continuous buckets holding that many seconds' worth instead of the window
+        self.bucket_s = bucket_s
+        # what a request is charged against the tokens limit: "usage" (the reply's usage) or
+        # "estimate" (as hosted providers do on arrival: prompt characters / 4 + max_tokens,
+        # default_max_tokens when the request sets none)
+        if charge not in ("usage", "estimate"):
+            raise ValueError(f"charge must be usage or estimate, not {charge!r}")
+        self.charge, self.default_max_tokens = charge, int(default_max_tokens)
         self.rate_headers = rate_headers
         self.count_rejected = count_rejected
-        self.windows: dict[str, RateWindow] = {}
+        self.windows: dict[str, RateWindow | RateBucket] = {}
         self.rate_stats: dict[str, dict[str, int]] = {}   # model -> requests, rejected, tokens
 
         self.counts: dict[str, int] = {}
@@ -627,14 +696,16 @@ class FakeLLMServer:
             if idx < len(self.requests):
                 self.requests[idx]["fault"] = kind
 
-    def window_for(self, model: str | None) -> RateWindow | None:
+    def window_for(self, model: str | None) -> RateWindow | RateBucket | None:
         lim = self.limits.get(model or "", self.limits.get("*"))
         if not lim or not (lim.get("rpm") or lim.get("tpm")):
             return None
         key = model or ""
         if key not in self.windows:
-            self.windows[key] = RateWindow(lim.get("rpm"), lim.get("tpm"), self.window_s,
-                                           self.count_rejected)
+            self.windows[key] = (
+                RateBucket(lim.get("rpm"), lim.get("tpm"), self.bucket_s, self.count_rejected)
+                if self.bucket_s else
+                RateWindow(lim.get("rpm"), lim.get("tpm"), self.window_s, self.count_rejected))
         return self.windows[key]
 
     def admit(self, idx: int, body: dict, tokens: int) -> tuple[bool, dict, str | None,
@@ -792,6 +863,15 @@ class FakeLLMServer:
         prompt_tokens = sum(_word_count(_text_of(m.get("content"))) for m in
                             body.get("messages") or [] if isinstance(m, dict))
         return prompt_tokens, _word_count(content) * max(1, int(body.get("n") or 1))
+
+    def charge_of(self, body: dict, content: str) -> int:
+        """What a request counts against its model's tokens limit (see `charge`)."""
+        if self.charge == "usage":
+            return sum(self.usage_of(body, content))
+        chars = sum(len(_text_of(m.get("content"))) for m in body.get("messages") or []
+                    if isinstance(m, dict))
+        out = body.get("max_completion_tokens") or body.get("max_tokens")
+        return math.ceil(chars / 4) + int(out or self.default_max_tokens)
 
     def plain_content(self, body: dict) -> str | None:
         """The reply text, or None when the responder answers with a raw HTTP reply."""
@@ -992,7 +1072,7 @@ class _Handler(BaseHTTPRequestHandler):
         if is_chat and fake.limits:
             content = fake.plain_content(body)   # its usage is what the model's window counts
             ok, self._rate_headers, why, wait = fake.admit(
-                idx, body, sum(fake.usage_of(body, content or "")))
+                idx, body, fake.charge_of(body, content or ""))
             if not ok:
                 self._send_rate_limited(body, why, wait)
                 return
@@ -1020,6 +1100,7 @@ class _Handler(BaseHTTPRequestHandler):
         model = body.get("model") or "fake"
         win = self.fake.window_for(model)
         if why == "too_large":
+            assert win is not None and win.tpm is not None
             self._error(429, f"Request too large for {model} on tokens per min (TPM): Limit "
                              f"{int(win.tpm)}. The input or output tokens must be reduced.",
                         "tokens", "rate_limit_exceeded")
@@ -1158,6 +1239,14 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--window-s", type=float, default=60.0,
                    help="the rate window in seconds (limits stay per minute; shorter: a "
                         "time-scaled provider)")
+    p.add_argument("--bucket-s", type=float, default=None,
+                   help="enforce limits as continuous buckets holding this many seconds' "
+                        "worth (as hosted providers do) instead of the window")
+    p.add_argument("--charge", choices=("usage", "estimate"), default="usage",
+                   help="tokens a request counts: its usage, or (estimate) prompt characters "
+                        "/ 4 + max_tokens on arrival, as hosted providers do")
+    p.add_argument("--default-max-tokens", type=int, default=4096,
+                   help="what --charge estimate counts for a request without max_tokens")
     p.add_argument("--no-rate-headers", action="store_true",
                    help="send no x-ratelimit-* headers (429s keep their Retry-After)")
     p.add_argument("--dump", default=None, help="write counts and requests as JSON here on exit")
@@ -1185,7 +1274,9 @@ def main(argv: list[str] | None = None) -> int:
                         batch_seconds=args.batch_seconds, batch_expire=args.batch_expire,
                         batch_fail_first_n=args.batch_fail_first_n,
                         limits=dict(parse_limit_arg(x) for x in args.limit),
-                        window_s=args.window_s, rate_headers=not args.no_rate_headers)
+                        window_s=args.window_s, rate_headers=not args.no_rate_headers,
+                        bucket_s=args.bucket_s, charge=args.charge,
+                        default_max_tokens=args.default_max_tokens)
     base_url = srv.start()
     print(f"listening on {base_url}", flush=True)
 

@@ -370,3 +370,41 @@ def test_rate_limits_over_http():
         # tokens: "Be brief." + "q0" (3 words) and "Answer to: q0" (3), twice
         assert srv.rate_stats["fake-model"] == {"requests": 3, "rejected": 1, "tokens": 12}
         assert [r["status"] for r in srv.requests[:3]] == [200, 200, 429]
+
+
+def test_rate_bucket_arithmetic():
+    # 60 requests and 600 tokens a minute, in buckets holding 2 s' worth: 2 requests and 20
+    # tokens at most, refilled at 1 request and 10 tokens a second
+    b = fls.RateBucket(60, 600, bucket_s=2.0)
+    assert b.admit(8, 0.0) == (True, None, None)
+    assert b.admit(8, 0.0) == (True, None, None)           # requests 0 left, tokens 4
+    assert b.headers(0.0) == {
+        "x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "2s", "x-ratelimit-limit-tokens": "600",
+        "x-ratelimit-remaining-tokens": "4", "x-ratelimit-reset-tokens": "1.6s"}
+    # at 0.5 s: half a request and 9 tokens: the request waits 0.5 s more (the tokens bind
+    # less: 9 of 8 are there)
+    ok, why, wait = b.admit(8, 0.5)
+    assert (ok, why) == (False, "requests") and wait == pytest.approx(0.5)
+    # the rejected one took its half request (as OpenAI counts them): at 1.5 s one is there
+    # (0 + 1.0), and 4 + 1.5 x 10 = 19 tokens
+    ok, why, wait = b.admit(12, 1.5)
+    assert ok and why is None
+    ok, why, wait = b.admit(12, 1.5)                        # 0 requests, 7 tokens left
+    assert (ok, why) == (False, "requests") and wait == pytest.approx(1.0)
+    assert b.admit(30, 9.0)[:2] == (False, "too_large")      # more than 20 ever held
+
+
+def test_estimate_charging_counts_characters_and_max_tokens():
+    # 6,000 tokens a minute, a bucket of 60 s' worth: holds 6,000, 100 a second back
+    with FakeLLMServer(limits={"fake-model": {"tpm": 6000}}, bucket_s=60.0, charge="estimate",
+                       max_seconds=30) as srv:
+        url = srv.base_url + "/chat/completions"
+        # "Be brief." (9) + "x" * 91 = 100 characters: 25, plus max_tokens 5,000
+        status, headers, _ = post(url, {**chat_body("x" * 91), "max_tokens": 5000})
+        assert status == 200 and headers["x-ratelimit-remaining-tokens"] == str(6000 - 5025)
+        # no max_tokens: the default 4,096 is charged, more than the 975 left
+        status, headers, raw = post(url, chat_body("x" * 91))
+        assert status == 429 and "tokens per min (TPM)" in json.loads(raw)["error"]["message"]
+        # 25 + 4,096 - 975 = 3,146 tokens short, at 100 a second
+        assert float(headers["Retry-After"]) == pytest.approx(31.46, abs=0.1)

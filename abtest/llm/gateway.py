@@ -25,7 +25,7 @@ from .provider import (LLMResult, Wire, call_hash, call_kwargs, describe_for, er
                        get_litellm, is_in_process, rate_limit_kind, register_providers,
                        response_headers, result_from, retry_after, retryable, shown_base,
                        unreachable_cause, wire_call, wire_slot_installed)
-from .ratelimit import Limits, status_line
+from .ratelimit import Limits, charge, status_line
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -82,13 +82,16 @@ class Gateway:
         self.store = store
         self.batch = batch    # llm.batch.BatchQueue: calls it takes wait for a provider batch
         self.budget = budget  # llm.budget.Budget: every provider attempt is held against it
+        self.run_id = run_id
+        self._info_lock = threading.Lock()
         self.limits = Limits(concurrency, backoff_base_s=backoff_base_s,
-                             backoff_max_s=backoff_max_s)
+                             backoff_max_s=backoff_max_s, remembered=self._remembered_rates(),
+                             on_learn=self._remember_rate if store is not None and run_id
+                             else None)
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
-        self.run_id = run_id
         self.stats = GatewayStats()
         self._stats_lock = threading.Lock()
         self.pinned: dict[str, str] = dict(pinned or {})
@@ -178,6 +181,35 @@ class Gateway:
 
     pin = _pin   # batch collection pins what a batch answered, as a single call does
 
+    def _run_info(self) -> dict:
+        import json
+
+        run = self.store.get_run(self.run_id) if self.store is not None and self.run_id else None
+        try:
+            return json.loads((run or {}).get("info_json") or "{}")
+        except ValueError:
+            return {}
+
+    def _remembered_rates(self) -> dict:
+        """What the rate limiters of an earlier process of this run learned (--resume)."""
+        rates = self._run_info().get("rate_limits")
+        return rates if isinstance(rates, dict) else {}
+
+    def _remember_rate(self, key: str, memory: dict) -> None:
+        """Keep what a model's limiter learned in the run's info, for --resume (a few times
+        a run: when headers first say a limit, and at each decrease after a 429)."""
+        import json
+
+        store, run_id = self.store, self.run_id
+        if store is None or run_id is None:
+            return
+        with self._info_lock:
+            info = self._run_info()
+            if not info and store.get_run(run_id) is None:
+                return   # no such run (a gateway used outside a run)
+            info.setdefault("rate_limits", {})[key] = memory
+            store.update_run(run_id, info_json=json.dumps(info, sort_keys=True))
+
     def rate_lines(self) -> list[str]:
         """Each model's requests in flight, rates and waits on its limit (a run's progress)."""
         return [status_line(s) for s in self.limits.status()]
@@ -244,12 +276,13 @@ class Gateway:
         that were sent but not yet saved."""
         key = (spec.model, spec.api_base)
         limiter = self.limits.get(spec)
-        tokens = None
-        if limiter.wants_tokens:   # a tokens-per-minute limit: the call's worst case
+        counted = None
+        if not is_in_process(spec.model):   # the tokenizer's count, when it exceeds chars / 4
             from .provider import count_tokens
 
-            tokens = count_tokens(spec.model, kw["messages"])[0] + int(kw["max_tokens"] or 0)
-        lease = limiter.lease(tokens)
+            counted = count_tokens(spec.model, kw["messages"])[0]
+        # what the provider holds against its tokens limit when the request arrives
+        lease = limiter.lease(charge(kw["messages"], kw["max_tokens"], counted))
         on_wire = key in self._on_wire
         # on the OpenAI path the lease (a slot in the model's window, its pacing) is held only
         # while the request is on the wire; otherwise for the whole call
@@ -292,7 +325,8 @@ class Gateway:
                                 retryable=retryable(litellm, exc), retry_after=retry_after(exc),
                                 unreachable=unreachable_cause(exc))
                 kind = rate_limit_kind(litellm, exc) or "error"
-                res.waits_for_limit = limiter.settle(lease, kind, headers=error_headers(exc))
+                res.waits_for_limit = limiter.settle(lease, kind, headers=error_headers(exc),
+                                                     detail=str(exc))
             res.attempts = attempt_no
             self._log(res, spec, purpose, case_id, attempt_no)
         return res

@@ -1,29 +1,55 @@
-"""Per-model rate limits: how many requests a model has in flight, and how fast they go.
+"""Per-model rate limits: how fast a model's requests go, and how many are in flight.
 
 For a hosted model the physical limit of a run is its provider's requests and tokens per
-minute, not the CPU. Every model endpoint (model, api_base) gets one `Limiter`, shared by
-every call to it, that holds:
+minute, not the CPU. Hosted providers enforce a minute's limit over short periods (a bucket
+refilled continuously, holding a few seconds' worth), so abtest paces by *rate*, in every
+mode; concurrency is only a cap. Every model endpoint (model, api_base) gets one `Limiter`,
+shared by every call to it, that holds:
 
-* a window of requests in flight, at most the model's `concurrency` (else the run's). It
-  starts modest (START_WINDOW) and grows by one per window of answers; a 429 halves it.
-* token buckets for requests and tokens per minute: the model's `rpm`/`tpm` when set, else
-  what the provider's rate-limit headers say (OpenAI and Azure `x-ratelimit-*`, Anthropic
-  `anthropic-ratelimit-*`); the tighter of the two when both are known. A call reserves one
-  request and its worst case in tokens (its prompt counted offline plus `max_tokens`)
-  before it is sent; the reservation is settled from the usage the provider reports, as
-  the budget does. A bucket paces evenly at just under its limit (HEADROOM), so that a
-  provider counting over a sliding minute, or over 10 s as Azure does, never sees more.
+* token buckets for requests and tokens per minute, paced evenly at just under the limit
+  (HEADROOM). The limit is the tightest known of: the model's `rpm`/`tpm` when set; what the
+  provider's rate-limit headers say (OpenAI and Azure `x-ratelimit-*`, Anthropic
+  `anthropic-ratelimit-*`); and, for a limit neither gives, a rate learned from 429s
+  (multiplicative decrease and slow additive increase *of the rate*, counted in answers,
+  not seconds, so that it behaves the same at any rate). The first 429 sets it to DECREASE
+  of what the provider was seen to accept over the most recent MEASURE_MAX answers; each
+  later one (from a call paced at the new rate) to DECREASE of the lower of that rate and
+  what was accepted since, that only when most of those calls waited for their turn or a
+  slot (else they measured what the run asked for, not what the provider allows: a burst
+  above the rate in force was refused, and the rate in force is what falls). Each answer
+  that waited grows it by INCREASE of it; by FAST of itself while it is below DECREASE of
+  the rate the last 429 came at, so a rate cut deeper than needed (the first, measured
+  while the run was still starting, counts as having come at PROBE x what was accepted)
+  comes back within some tens of answers.
+  What a limiter learned is kept for the rest of the run, and (with a store) in the run's
+  info for `--resume`.
+* a call's charge, as the provider counts it when the request arrives: its prompt's
+  characters / 4 (or the tokenizer's count if larger) plus its `max_tokens`
+  (DEFAULT_MAX_TOKENS when none is sent), reserved before it is sent. What it did not use is
+  given back only while the provider is not seen to hold the charge (a tokens 429 with no
+  count of what is left says it does) and never against a learned rate; where headers say
+  how many tokens remain, the bucket never holds more than that less what was sent since
+  and what the calls still waiting for their turn reserved, so no request is sent whose
+  charge exceeds them (and what was given back is taken back at the next answer when the
+  provider kept it).
+* a cap of `concurrency` requests in flight (the model's, else the run's); a call takes its
+  turn at the rate first and a slot after, so waiting for its turn holds no slot. A call
+  waiting for its turn looks again whenever calls give tokens back or the limits change (a
+  turn is a place in line, computed from the bucket as it is, not a time fixed when it was
+  taken: the tokens given back are used at once, and a clamp delays the calls it must).
 * a pause when the provider answers 429 (or its headers say nothing is left): as long as
-  `Retry-After` (or the reset header) says, else a jittered backoff. Such a 429 does not use
-  up one of the call's retries: the call waits, for as long as the run can still wait
-  (PATIENCE_S of nothing but 429s, a Retry-After no longer than that). An exhausted quota
-  or a request larger than the limit is an ordinary error: waiting does not fix it.
+  `Retry-After` (or the reset header) says, else a jittered backoff; then the buckets start
+  empty and the calls that had reserved before reserve again, at the rate in force. Such a
+  429 does not use up one of the call's retries: the call waits, for as long as the run can
+  still wait (PATIENCE_S of nothing but 429s, a Retry-After no longer than that). An
+  exhausted quota or a request larger than the limit is an ordinary error.
 
 Times come from a clock object, so the arithmetic is tested with a fake clock, not sleeps.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import threading
@@ -32,12 +58,22 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Iterable
+from typing import Callable, Iterable
 
-START_WINDOW = 4          # requests in flight before the provider has answered anything
 HEADROOM = 0.98           # a bucket refills at this share of its limit ...
 BURST_S = 0.1             # ... and holds this many seconds' worth: any window of 5 s or more
-                          # (a minute, Azure's 10 s) sees at most the limit's share of it
+                          # (a minute, Azure's 10 s, a provider's bucket) sees at most the limit
+DECREASE = 0.9            # a 429 on a limit not known: the rate falls to this share ...
+INCREASE = 1 / 2000       # ... and each answer adds this share of it back: the rate regains
+                          # the 1/0.9 it lost in (1 - 0.9) / 0.9 / INCREASE = 222 answers
+FAST = 1 / 100            # ... or grows by this share of itself while below DECREASE of the
+                          # rate the last 429 came at
+PROBE = 2.0               # the first 429 came when the run asked for less than the provider
+                          # allows: taken to have come at up to this multiple of what it accepted
+MEASURE_MIN = 8           # answered calls needed to measure what the provider accepts ...
+MEASURE_MAX = 40          # ... and the most recent this many at most
+DEFAULT_MAX_TOKENS = 4096  # a call sent without max_tokens is charged this (a provider's default)
+KINDS = ("requests", "tokens")
 PATIENCE_S = 900.0        # 429s only, for this long: the run stops waiting (the call fails)
 MIN_PAUSE_S = 0.05        # a 429 without Retry-After pauses at least this long
 STATUS_EVERY_S = 10.0     # how often a run's progress shows each model's rates
@@ -55,6 +91,12 @@ class Clock:
     def sleep(seconds: float) -> None:
         if seconds > 0:
             time.sleep(seconds)
+
+    @staticmethod
+    def wait(cond: threading.Condition, seconds: float) -> None:
+        """Sleep (its lock released) until `seconds` pass or the condition is notified: a
+        call waiting for its turn wakes early when calls give tokens back."""
+        cond.wait(seconds)
 
 
 # --- headers --------------------------------------------------------------------------------
@@ -150,6 +192,45 @@ def parse_headers(headers: dict[str, str] | None, now_wall: float | None = None)
     return info
 
 
+# --- what a provider charges ----------------------------------------------------------------
+def prompt_chars(messages: list[dict]) -> int:
+    """Characters of the messages' text (string contents, or the text parts of a list)."""
+    n = 0
+    for m in messages or []:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, str):
+            n += len(content)
+        elif isinstance(content, list):
+            n += sum(len(p.get("text") or "") if isinstance(p, dict) else len(str(p))
+                     for p in content)
+    return n
+
+
+def charge(messages: list[dict], max_tokens: int | None, counted: int | None = None) -> int:
+    """The tokens a provider holds against its limit when the request arrives: it cannot know
+    the answer's length yet, so it counts the prompt by its own estimate (characters / 4) and
+    the whole `max_tokens` (DEFAULT_MAX_TOKENS when none is sent). The tokenizer's count
+    (`counted`) is taken when it is larger, so the estimate errs towards the provider's."""
+    prompt = max(math.ceil(prompt_chars(messages) / 4), int(counted or 0))
+    return prompt + int(max_tokens if max_tokens else DEFAULT_MAX_TOKENS)
+
+
+_TOKENS_429 = re.compile(r"tokens? per min|\btpm\b|input tokens|output tokens|token rate",
+                         re.IGNORECASE)
+_REQUESTS_429 = re.compile(r"requests? per min|\brpm\b|request rate", re.IGNORECASE)
+
+
+def limit_kinds(detail: str | None) -> tuple[str, ...]:
+    """Which limit a 429's message names (OpenAI: "... on tokens per min (TPM)"); both when
+    it names neither."""
+    text = detail or ""
+    if _TOKENS_429.search(text):
+        return ("tokens",)
+    if _REQUESTS_429.search(text):
+        return ("requests",)
+    return KINDS
+
+
 # --- token bucket ---------------------------------------------------------------------------
 class TokenBucket:
     """`per_minute` units a minute, paced evenly: it refills at HEADROOM of the limit and
@@ -158,20 +239,30 @@ class TokenBucket:
     A reservation may take the level below zero; its caller then waits until the debt would
     be repaid (`reserve` returns how long), so callers are served in the order they asked.
     In any window of W >= 5 s it lets through at most capacity + rate x W <= the limit's
-    share of W (plus what calls reserved and did not use, given back when they end), so a
-    provider counting over a sliding minute (or ten seconds) does not see more than its
-    limit."""
+    share of W (plus what calls reserved and did not use, when that is given back), so a
+    provider counting over a sliding minute, over 10 s as Azure does, or with a bucket of a
+    few seconds' worth as hosted providers do, does not see more than its limit."""
 
     def __init__(self, per_minute: float, now: float, *, minimum: float = 0.0):
-        self.per_minute = float(per_minute)
-        self.capacity = max(minimum, self.per_minute * BURST_S / MINUTE)
-        self.rate = self.per_minute * HEADROOM / MINUTE
-        self.level = self.capacity
+        self.minimum = minimum
         self.t = now
+        self.level = 0.0
+        self.reserved = 0.0      # all ever reserved: a caller's place is this total after it
+        self.limiting = False    # the last reservation had to wait: this bucket holds calls back
+        self.set_limit(per_minute, now)
+        self.level = self.capacity
+
+    def set_limit(self, per_minute: float, now: float) -> None:
+        """A new limit (learned or said): what is owed stays owed."""
+        self._refill(now)
+        self.per_minute = float(per_minute)
+        self.capacity = max(self.minimum, self.per_minute * BURST_S / MINUTE)
+        self.rate = self.per_minute * HEADROOM / MINUTE
+        self.level = min(self.level, self.capacity)
 
     def _refill(self, now: float) -> None:
         if now > self.t:
-            if self.level < self.capacity:
+            if self.level < getattr(self, "capacity", 0.0):
                 self.level = min(self.capacity, self.level + (now - self.t) * self.rate)
             self.t = now
 
@@ -179,7 +270,18 @@ class TokenBucket:
         """Take n now; seconds to wait before sending."""
         self._refill(now)
         self.level -= n
-        return 0.0 if self.level >= 0 else -self.level / self.rate
+        self.reserved += n
+        wait = 0.0 if self.level >= 0 else -self.level / self.rate
+        self.limiting = wait > 0
+        return wait
+
+    def wait_for(self, mark: float, now: float) -> float:
+        """Seconds until the caller whose place is `mark` may send: the level as it is now
+        (refilled, given back, clamped), not counting what was reserved after it."""
+        self._refill(now)
+        short = -(self.level + self.reserved - mark)
+        # (a rounding error's worth short is not short: time too small to add would loop)
+        return short / self.rate if short > 1e-9 * max(1.0, mark) else 0.0
 
     def settle(self, reserved: float, actual: float, now: float) -> None:
         """The call is over: `actual` units were used of the `reserved` taken. What it did not
@@ -194,18 +296,28 @@ class TokenBucket:
         self._refill(now)
         self.level = min(self.level, remaining)
 
+    def restart(self, at: float) -> None:
+        """A 429 paused the model until `at`: nothing saved up counts, and the reservations
+        made before are void (their calls reserve again, at the rate in force then)."""
+        self.level, self.t = 0.0, max(self.t, at)
+
 
 # --- one model's limiter --------------------------------------------------------------------
 class Lease:
-    """One call's place: its window slot, its reservations, and whether it waited."""
+    """One call's place: its reservation (in which generation of the limiter), its slot among
+    the requests in flight, and when it was sent."""
 
     def __init__(self, limiter: "Limiter", tokens: int | None):
-        self.limiter, self.tokens = limiter, tokens
-        self.reserved = False
+        self.limiter, self.tokens = limiter, tokens   # tokens: the call's charge
+        self.gen = -1                # the limiter's generation it reserved in (-1: not yet)
         self.tokens_reserved = 0.0   # what the tokens bucket holds for this call
         self.sent_at: float | None = None
         self.sent_seq = (0, 0)   # requests and tokens the limiter had sent before this one
+        self.waited = False      # it waited for its turn or a slot: the run asked for more
+        self.pending_gen = -1    # the generation its reservation waits to be sent in (-1: none)
+        self.requests_reserved = 0.0   # what the requests bucket holds for it
         self.held = 0
+        self.marks: dict[str, tuple[TokenBucket, float]] = {}   # its place in each bucket
 
     def acquire(self) -> None:
         self.limiter._acquire(self)
@@ -222,77 +334,110 @@ class Lease:
 
 
 class Limiter:
-    """One model endpoint's window, buckets, pause and counts (see the module docstring)."""
+    """One model endpoint's limits, buckets, pause and counts (see the module docstring)."""
 
     def __init__(self, name: str, *, concurrency: int, rpm: float | None = None,
                  tpm: float | None = None, clock=None, backoff_base_s: float = 0.5,
-                 backoff_max_s: float = 30.0, seed: int = 0):
+                 backoff_max_s: float = 30.0, seed: int = 0, remembered: dict | None = None,
+                 on_learn=None):
         self.name = name
         self.clock = clock or Clock()
         self.cap = max(1, int(concurrency))
-        self.window = float(min(self.cap, START_WINDOW))
         self.in_flight = 0
-        self.rpm_set, self.tpm_set = rpm, tpm
-        self.rpm_seen: float | None = None   # from the provider's headers
-        self.tpm_seen: float | None = None
+        self.limit_set: dict[str, float | None] = {"requests": rpm, "tokens": tpm}
+        self.limit_seen: dict[str, float | None] = {k: None for k in KINDS}   # headers
+        self.learned: dict[str, float | None] = {k: None for k in KINDS}      # 429s
+        self.learned_base: dict[str, float] = {}   # each learned rate after its last decrease
+        self.ceiling: dict[str, float | None] = {}  # the learned rate a 429 came at (None: first)
+        self.refunds = True   # give back what a call reserved and did not use (see settle)
+        self.on_learn = on_learn
+        for k in KINDS:   # what an earlier process of this run learned (--resume)
+            seen = (remembered or {}).get(f"{k}_seen")
+            got = (remembered or {}).get(f"{k}_learned")
+            self.limit_seen[k] = float(seen) if seen else None
+            if got:   # a rate the earlier process settled on: it grows back slowly
+                self.learned[k] = self.learned_base[k] = self.ceiling[k] = float(got)
         self.requests: TokenBucket | None = None
         self.tokens: TokenBucket | None = None
         self.backoff_base_s, self.backoff_max_s = backoff_base_s, backoff_max_s
         self.pause_until = 0.0
+        self.gen = 0             # bumped by every pause: reservations of an older one are void
+        self.decrease_gen = 0    # only a call reserved at this generation or later decreases
         self.limited_since: float | None = None   # first 429 since the last answer
         self.streak = 0                            # 429s since the last answer
-        self.decreased_at = float("-inf")
-        self.n_sent = self.n_429 = self.waits = 0
+        self.measure_from = float("-inf")          # answers sent since then measure the rate
+        self.n_sent = self.n_429 = self.waits = self.decreases = 0
         self.wait_s = 0.0
         self.tokens_used = 0
         self.tokens_sent = 0
+        # reserved in this generation and not yet sent: their turn is taken (the buckets'
+        # levels are that much lower) but the provider has not counted them
+        self.pending = {"requests": 0.0, "tokens": 0.0}
         self.first_sent: float | None = None
-        self._sent: deque[tuple[float, int]] = deque()   # (time, tokens reserved) last minute
+        self._sent: deque[tuple[float, int]] = deque()   # (time, charge) last minute
         self._used: deque[tuple[float, int]] = deque()   # (time, tokens used) last minute
-        self._cond = threading.Condition()
+        # answered: (sent, charge, had to wait for its turn)
+        self._ok: deque[tuple[float, int, bool]] = deque(maxlen=MEASURE_MAX)
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)    # a slot among the requests in flight
+        self._turns = threading.Condition(lock)   # a turn at the rate (woken by give-backs)
         self._rng = random.Random(seed)
+        self._dirty = False
         # a call holds this for its whole length (a slot on the wire only for the request):
         # at most 2 x concurrency calls are sent but not yet saved when a process dies
         self.calls = threading.BoundedSemaphore(2 * self.cap)
         self._rebuild(self.clock.now())
 
     # -- limits ------------------------------------------------------------------------------
+    def limit(self, kind: str) -> float | None:
+        """The tighter of the limit set, the one the headers say and the one learned."""
+        known = [v for v in (self.limit_set[kind], self.limit_seen[kind], self.learned[kind])
+                 if v]
+        return min(known) if known else None
+
     @property
     def rpm(self) -> float | None:
-        known = [v for v in (self.rpm_set, self.rpm_seen) if v]
-        return min(known) if known else None
+        return self.limit("requests")
 
     @property
     def tpm(self) -> float | None:
-        known = [v for v in (self.tpm_set, self.tpm_seen) if v]
-        return min(known) if known else None
+        return self.limit("tokens")
+
+    def source(self, kind: str) -> str | None:
+        """Where the limit in force comes from: "set", "headers" or "429s"."""
+        lim = self.limit(kind)
+        for name, value in (("set", self.limit_set[kind]), ("headers", self.limit_seen[kind]),
+                            ("429s", self.learned[kind])):
+            if lim is not None and value == lim:
+                return name
+        return None
 
     def _rebuild(self, now: float) -> None:
-        for attr, limit, minimum in (("requests", self.rpm, 1.0), ("tokens", self.tpm, 0.0)):
-            bucket = getattr(self, attr)
-            if limit is None or (bucket is not None and bucket.per_minute == limit):
+        for kind, minimum in (("requests", 1.0), ("tokens", 0.0)):
+            limit = self.limit(kind)
+            bucket = getattr(self, kind)
+            if limit is None:
                 continue
-            new = TokenBucket(limit, now, minimum=minimum)
-            if bucket is not None:   # a changed limit keeps what is owed
-                bucket._refill(now)
-                new.level = min(new.capacity, bucket.level)
-            setattr(self, attr, new)
+            if bucket is None:
+                setattr(self, kind, TokenBucket(limit, now, minimum=minimum))
+            elif bucket.per_minute != limit:
+                bucket.set_limit(limit, now)
 
     def tighten(self, concurrency: int | None, rpm: float | None, tpm: float | None) -> None:
         """Another role uses the same model with its own limits: the tighter ones hold."""
         with self._cond:
             if concurrency and concurrency < self.cap:
                 self.cap = concurrency
-                self.window = min(self.window, float(concurrency))
-            if rpm and (self.rpm_set is None or rpm < self.rpm_set):
-                self.rpm_set = rpm
-            if tpm and (self.tpm_set is None or tpm < self.tpm_set):
-                self.tpm_set = tpm
+            for kind, v in (("requests", rpm), ("tokens", tpm)):
+                was = self.limit_set[kind]
+                if v and (was is None or v < was):
+                    self.limit_set[kind] = v
             self._rebuild(self.clock.now())
+            self._turns.notify_all()
 
     @property
     def wants_tokens(self) -> bool:
-        """True when a call's tokens must be counted before it is sent (a tokens limit)."""
+        """True when a tokens limit is in force (set, said or learned)."""
         return self.tokens is not None
 
     def lease(self, tokens: int | None = None) -> Lease:
@@ -300,45 +445,83 @@ class Limiter:
 
     # -- a call's way through --------------------------------------------------------------------
     def _acquire(self, lease: Lease) -> None:
+        """Pace first (its turn at the rate in force), then a slot among the requests in
+        flight: a call waiting for its turn does not hold a slot another could use."""
+        if lease.sent_at is None:
+            self._pace(lease)
         with self._cond:
-            while self.in_flight >= max(1, int(self.window)):
+            if self.in_flight >= self.cap and lease.sent_at is None:
+                lease.waited = True     # held back by the cap: the run asks for more
+            while self.in_flight >= self.cap:
                 self._cond.wait()
             self.in_flight += 1
             lease.held += 1
-        if lease.reserved:   # a second request of one call (not the OpenAI path): no new pacing
-            return
-        waited = 0.0
-        while True:
-            with self._cond:
+            if lease.sent_at is not None:   # a second request of one call: no new pacing
+                return
+            now = self.clock.now()
+            if lease.pending_gen == self.gen:    # its turn no longer waits: it is sent
+                self.pending["requests"] -= lease.requests_reserved
+                self.pending["tokens"] -= lease.tokens_reserved
+            lease.pending_gen = -1
+            lease.sent_at = now
+            lease.sent_seq = (self.n_sent, self.tokens_sent)
+            self.n_sent += 1
+            self.tokens_sent += lease.tokens or 0
+            self.first_sent = now if self.first_sent is None else self.first_sent
+            self._sent.append((now, lease.tokens or 0))
+            self._prune(now)
+
+    def _pace(self, lease: Lease) -> None:
+        with self._cond:
+            start = self.clock.now()
+            while True:
                 now = self.clock.now()
                 delay = self.pause_until - now
                 if delay > 0:    # paused by a 429: everyone waits, spread a little
                     delay += self._rng.uniform(0, min(1.0, 0.1 * delay))
-                elif not lease.reserved:
-                    lease.reserved = True
-                    delay = 0.0
-                    if self.requests is not None:
-                        delay = self.requests.reserve(1, now)
-                    # a call larger than a whole minute's tokens is sent as it is: the
-                    # provider says whether it fits (OpenAI: 429 "Request too large")
-                    if self.tokens is not None and lease.tokens and \
-                            lease.tokens <= self.tokens.per_minute:
-                        lease.tokens_reserved = lease.tokens
-                        delay = max(delay, self.tokens.reserve(lease.tokens, now))
+                else:
+                    if lease.gen != self.gen:   # not reserved yet, or before the last pause
+                        lease.gen = self.gen
+                        self._reserve(lease, now)
+                    delay = max([b.wait_for(m, now) for b, m in lease.marks.values()],
+                                default=0.0)
                 if delay <= 0:
-                    lease.sent_at = now
-                    lease.sent_seq = (self.n_sent, self.tokens_sent)
-                    self.n_sent += 1
-                    self.tokens_sent += lease.tokens or 0
-                    self.first_sent = now if self.first_sent is None else self.first_sent
-                    self._sent.append((now, lease.tokens or 0))
-                    self._prune(now)
-                    if waited > 0.001:
+                    lease.waited = now - start > 0.001
+                    if lease.waited:
                         self.waits += 1
-                        self.wait_s += waited
+                        self.wait_s += now - start
                     return
-            self.clock.sleep(delay)
-            waited += delay
+                self._sleep(delay)
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait for a turn, the lock released; woken early when calls give tokens back."""
+        wait = getattr(self.clock, "wait", None)
+        if wait is not None:
+            wait(self._turns, seconds)
+            return
+        self._cond.release()    # a clock that only sleeps (the tests' fake time)
+        try:
+            self.clock.sleep(seconds)
+        finally:
+            self._cond.acquire()
+
+    def _reserve(self, lease: Lease, now: float) -> None:
+        """Take the call's turn in each bucket (`wait_for` says when it comes)."""
+        lease.requests_reserved = lease.tokens_reserved = 0.0
+        lease.marks = {}
+        if self.requests is not None:
+            lease.requests_reserved = 1.0
+            self.requests.reserve(1, now)
+            lease.marks["requests"] = (self.requests, self.requests.reserved)
+        # a call larger than a whole minute's tokens is sent as it is: the provider says
+        # whether it fits (OpenAI: 429 "Request too large")
+        if self.tokens is not None and lease.tokens and lease.tokens <= self.tokens.per_minute:
+            lease.tokens_reserved = lease.tokens
+            self.tokens.reserve(lease.tokens, now)
+            lease.marks["tokens"] = (self.tokens, self.tokens.reserved)
+        lease.pending_gen = self.gen    # until it is sent, its turn counts in `pending`
+        self.pending["requests"] += lease.requests_reserved
+        self.pending["tokens"] += lease.tokens_reserved
 
     def _release(self, lease: Lease) -> None:
         with self._cond:
@@ -348,66 +531,166 @@ class Limiter:
                 self._cond.notify()
 
     def settle(self, lease: Lease, outcome: str, *, used: int | None = None,
-               headers: dict[str, str] | None = None, now_wall: float | None = None) -> bool:
+               headers: dict[str, str] | None = None, now_wall: float | None = None,
+               detail: str | None = None) -> bool:
         """The call is over. `outcome`: "ok" (answered), "rate" (a 429 that waiting fixes),
-        "quota" (one it does not) or "error". True when the caller should wait for this
-        limiter and try again without counting a retry."""
+        "quota" (one it does not) or "error"; `detail` the error's message (which limit a 429
+        names). True when the caller should wait for this limiter and try again without
+        counting a retry."""
         info = parse_headers(headers, now_wall) if headers else RateInfo()
         with self._cond:
-            now = self.clock.now()
-            if self.tokens is not None:
-                if outcome == "ok" and used is not None:
-                    self.tokens.settle(lease.tokens_reserved, used, now)
-                elif outcome in ("rate", "quota"):   # not processed: not counted
-                    self.tokens.settle(lease.tokens_reserved, 0, now)
-            if outcome == "ok":
-                self.limited_since, self.streak = None, 0
-                n = used if used is not None else (lease.tokens or 0)
-                self.tokens_used += n
-                self._used.append((now, n))
-                self._prune(now)
-                grew = int(self.window)
-                self.window = min(float(self.cap), self.window + 1.0 / self.window)
-                if int(self.window) > grew:
-                    self._cond.notify()
-            if info:
-                self._learn(info, lease, now)
-            if outcome != "rate":
-                return False
-            self.n_429 += 1
-            self.streak += 1
-            if self.limited_since is None:
-                self.limited_since = now
-            if lease.sent_at is None or lease.sent_at > self.decreased_at:
-                self.window = max(1.0, self.window / 2)   # once per window of requests
-                self.decreased_at = now
-            wait = info.retry_after
-            if wait is None:
-                resets = [r for r, left in ((info.reset_requests, info.remaining_requests),
-                                            (info.reset_tokens, info.remaining_tokens))
-                          if r is not None and left is not None and left <= 0]
-                wait = max(resets) if resets else None
-            if wait is None:
-                wait = min(self.backoff_max_s,
-                           max(MIN_PAUSE_S, self.backoff_base_s * 2 ** (self.streak - 1)))
-                wait *= 0.5 + self._rng.random() / 2
-            if wait > PATIENCE_S or now - self.limited_since > PATIENCE_S:
-                return False   # the run can wait no longer: an ordinary (failing) error
-            self.pause_until = max(self.pause_until, now + wait)
-            for bucket in (self.requests, self.tokens):
-                if bucket is not None:
-                    bucket.clamp(0.0, now)
-            return True
+            again = self._settle(lease, outcome, used, info, detail)
+            memory = self.memory() if self._dirty else None
+            self._dirty = False
+            self._turns.notify_all()   # what was given back or learned may move turns sooner
+        if memory is not None and self.on_learn is not None:
+            self.on_learn(memory)
+        return again
+
+    def _settle(self, lease: Lease, outcome: str, used: int | None, info: RateInfo,
+                detail: str | None) -> bool:
+        now = self.clock.now()
+        if self.tokens is not None and lease.tokens_reserved:
+            if outcome == "ok" and used is not None and self.refunds and \
+                    self.source("tokens") != "429s":
+                self.tokens.settle(lease.tokens_reserved, used, now)
+            elif outcome in ("rate", "quota"):   # not processed: not counted
+                self.tokens.settle(lease.tokens_reserved, 0, now)
+        if outcome == "ok":
+            self.limited_since, self.streak = None, 0
+            n = used if used is not None else (lease.tokens or 0)
+            self.tokens_used += n
+            self._used.append((now, n))
+            self._prune(now)
+            if lease.sent_at is not None:
+                self._ok.append((lease.sent_at, lease.tokens or 0, lease.waited))
+            self._increase(now)
+        if info:
+            self._learn(info, lease, now)
+        if outcome != "rate":
+            return False
+        self.n_429 += 1
+        self.streak += 1
+        if self.limited_since is None:
+            self.limited_since = now
+        kinds = limit_kinds(detail)
+        if "tokens" in kinds and info.remaining_tokens is None and \
+                self.source("tokens") in ("set", "headers"):
+            # a tokens limit known, no count of what is left, and still a 429 on tokens: this
+            # provider holds what it charged when the request came, whatever the answer used
+            self.refunds = False
+        decreased = lease.gen >= self.decrease_gen and self._decrease(kinds, now)
+        wait = info.retry_after
+        if wait is None:
+            resets = [r for r, left in ((info.reset_requests, info.remaining_requests),
+                                        (info.reset_tokens, info.remaining_tokens))
+                      if r is not None and left is not None and left <= 0]
+            wait = max(resets) if resets else None
+        if wait is None:
+            wait = min(self.backoff_max_s,
+                       max(MIN_PAUSE_S, self.backoff_base_s * 2 ** (self.streak - 1)))
+            wait *= 0.5 + self._rng.random() / 2
+        if wait > PATIENCE_S or now - self.limited_since > PATIENCE_S:
+            if decreased:
+                self.measure_from = now
+                self._restart(now)
+            return False   # the run can wait no longer: an ordinary (failing) error
+        self.pause_until = max(self.pause_until, now + wait)
+        if decreased:   # the new rate is measured from when calls go again
+            self.measure_from = self.pause_until
+        self._restart(now)
+        return True
+
+    def _restart(self, now: float) -> None:
+        """After a 429: every bucket starts empty once the pause is over, and the calls that
+        reserved before reserve again, at the rate in force then (not all at once)."""
+        self.gen += 1
+        self.pending = {"requests": 0.0, "tokens": 0.0}   # the reservations are void
+        at = max(now, self.pause_until)
+        for bucket in (self.requests, self.tokens):
+            if bucket is not None:
+                bucket.restart(at)
+
+    def _accepted(self, kind: str) -> tuple[float | None, bool]:
+        """What the provider accepted, per minute, measured from the answered calls sent
+        since the last decrease (at most MEASURE_MAX, at least MEASURE_MIN of them); and
+        whether most of them waited for their turn or a slot (if not, they measured what the
+        run asked for, not what the provider allows)."""
+        rows = [r for r in self._ok if r[0] >= self.measure_from]
+        if len(rows) < MEASURE_MIN:
+            return None, False
+        rows.sort()
+        span = rows[-1][0] - rows[0][0]
+        if span <= 0:
+            return None, False
+        units = len(rows) - 1 if kind == "requests" else sum(r[1] for r in rows[1:])
+        return units / span * MINUTE, 2 * sum(r[2] for r in rows) >= len(rows)
+
+    def _decrease(self, kinds: tuple[str, ...], now: float) -> bool:
+        """A 429 on a limit nobody told us: the rate falls to DECREASE of the lower of the
+        rate in force and what the provider was seen to accept while the run asked for more
+        (the first time, when no rate is known yet, of what it accepted: perhaps only
+        what the run asked for as it started, so the rate then grows fast until a second
+        429)."""
+        changed = False
+        for kind in kinds:
+            if self.limit_set[kind] or self.limit_seen[kind]:
+                continue    # a limit known: its 429 is waited out, not learned from
+            accepted, held = self._accepted(kind)
+            learned = self.learned[kind]
+            if learned is None:
+                base = accepted
+            else:
+                base = min(learned, accepted) if accepted and held else learned
+            if not base:
+                continue
+            if learned is not None:
+                self.ceiling[kind] = learned
+            else:   # the first: the run sent at `base`, or asked for less than it allows
+                self.ceiling[kind] = base if held else PROBE * base
+            self.learned[kind] = self.learned_base[kind] = DECREASE * base
+            changed = True
+        if changed:
+            self.decreases += 1
+            self.decrease_gen = self.gen + 1   # the generation the coming restart opens
+            self._rebuild(now)
+            self._dirty = True
+        return changed
+
+    def _increase(self, now: float) -> None:
+        """Each answer that waited for its turn grows a learned rate: by FAST of itself while
+        it is below DECREASE of the rate the last 429 came at (or no second 429 has come),
+        else by INCREASE of the rate learned at the last decrease; once it passes a limit set
+        or said, that one holds."""
+        changed = False
+        for kind in KINDS:
+            value = self.learned[kind]
+            bucket = getattr(self, kind)
+            if value is None or bucket is None or not bucket.limiting:
+                continue
+            ceiling = self.ceiling.get(kind)
+            if ceiling is None or value < DECREASE * ceiling:
+                value *= 1 + FAST
+            else:
+                value += INCREASE * self.learned_base[kind]
+            known = [v for v in (self.limit_set[kind], self.limit_seen[kind]) if v]
+            self.learned[kind] = None if known and value >= min(known) else value
+            changed = True
+        if changed:
+            self._rebuild(now)
 
     def _learn(self, info: RateInfo, lease: Lease, now: float) -> None:
         """Slow to what the provider's headers say."""
         changed = False
-        if info.limit_requests and info.limit_requests != self.rpm_seen:
-            self.rpm_seen, changed = info.limit_requests, True
-        if info.limit_tokens and info.limit_tokens != self.tpm_seen:
-            self.tpm_seen, changed = info.limit_tokens, True
+        for kind, said in (("requests", info.limit_requests), ("tokens", info.limit_tokens)):
+            if said and said != self.limit_seen[kind]:
+                self.limit_seen[kind], changed = said, True
+                got = self.learned[kind]
+                if got is not None and got >= said:
+                    self.learned[kind] = None
         if changed:
             self._rebuild(now)
+            self._dirty = True
         # what was sent after this call reached the provider is not in its figures yet
         if lease.sent_at is not None:
             later_n = self.n_sent - lease.sent_seq[0] - 1
@@ -421,12 +704,24 @@ class Limiter:
             if remaining is None:
                 continue
             if bucket is not None:
-                bucket.clamp(remaining - after, now)
+                # what the bucket holds, not counting the turns taken by calls not yet sent
+                bucket.clamp(remaining - after - self.pending[kind], now)
             elif remaining - after <= 0 or (kind == "tokens" and lease.tokens and
                                             remaining - after < lease.tokens):
                 # no limit known (Azure says only what remains): wait for its reset
                 wait = reset if reset is not None and reset <= PATIENCE_S else 1.0
                 self.pause_until = max(self.pause_until, now + wait)
+
+    def memory(self) -> dict:
+        """What this limiter learned, to start from after --resume (the run's info)."""
+        out: dict[str, float] = {}
+        for k in KINDS:
+            seen, got = self.limit_seen[k], self.learned[k]
+            if seen:
+                out[f"{k}_seen"] = seen
+            if got:
+                out[f"{k}_learned"] = round(self.learned_base.get(k, got), 3)
+        return out
 
     # -- what the progress line shows --------------------------------------------------------
     def _prune(self, now: float) -> None:
@@ -440,10 +735,9 @@ class Limiter:
             self._prune(now)
             span = min(MINUTE, now - self.first_sent) if self.first_sent is not None else 0.0
             per_min = MINUTE / span if span > 1.0 else 0.0
-            source = ("set" if (self.rpm_set or self.tpm_set) else
-                      "headers" if (self.rpm_seen or self.tpm_seen) else None)
-            return {"model": self.name, "in_flight": self.in_flight,
-                    "window": int(self.window), "concurrency": self.cap,
+            sources = {self.source(k) for k in KINDS} - {None}
+            source = next((s for s in ("set", "headers", "429s") if s in sources), None)
+            return {"model": self.name, "in_flight": self.in_flight, "concurrency": self.cap,
                     "rpm": self.rpm, "tpm": self.tpm, "source": source,
                     "requests_per_min": round(len(self._sent) * per_min),
                     "tokens_per_min": round(sum(n for _, n in self._used) * per_min),
@@ -453,31 +747,43 @@ class Limiter:
 
 
 def _num(v: float) -> str:
-    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,}"
+    v = round(float(v), 1) if not float(v).is_integer() else float(v)
+    return f"{v:,.0f}" if v.is_integer() else f"{v:,}"
 
 
 def status_line(s: dict) -> str:
     """One model's line in a run's progress."""
     limits = ", ".join(f"{k} {_num(v)}" for k, v in (("rpm", s["rpm"]), ("tpm", s["tpm"])) if v)
     how = {"set": f"limits set: {limits}", "headers": f"from the provider's headers: {limits}",
-           None: "adaptive: no limit known"}[s["source"]]
-    line = (f"{s['model']}: {s['in_flight']} in flight (window {s['window']} of "
-            f"{s['concurrency']}), {s['requests_per_min']:,} req/min, "
+           "429s": f"learned from its 429s: {limits}",
+           None: "adaptive: no limit known yet"}[s["source"]]
+    line = (f"{s['model']}: {s['in_flight']} in flight (at most {s['concurrency']}), "
+            f"{s['requests_per_min']:,} req/min, "
             f"{s['tokens_per_min']:,} tok/min, {s['waits']:,} waits on the limit")
     if s["rate_limited"]:
         line += f", {s['rate_limited']:,} answered 429"
     return f"{line} ({how})"
 
 
+def charge_rule(spec) -> str:
+    """How a call to this model is charged against a tokens limit (abtest doctor)."""
+    if spec.max_tokens:
+        out = f"max_tokens {spec.max_tokens:,}, or the call's own"
+    else:
+        out = f"{DEFAULT_MAX_TOKENS:,} (no max_tokens set)"
+    return ("a call is charged as the provider counts it: the prompt's characters / 4 (or "
+            f"its token count if larger) + {out}")
+
+
 def describe_limits(spec, default_concurrency: int) -> str:
-    """A model's limits as configured (abtest doctor)."""
-    conc = (f"{spec.concurrency} in flight" if spec.concurrency else
-            f"{default_concurrency} in flight (the run's concurrency)")
+    """A model's limits as configured, and how a call is charged (abtest doctor)."""
+    conc = (f"at most {spec.concurrency} in flight" if spec.concurrency else
+            f"at most {default_concurrency} in flight (the run's concurrency)")
     rates = [f"{k} {_num(v)}" for k, v in (("rpm", spec.rpm), ("tpm", spec.tpm)) if v]
     if rates:
-        return f"{conc}, {', '.join(rates)}"
-    return (f"{conc}; no rpm/tpm set: paced by the provider's rate-limit headers and 429s, "
-            f"from {min(START_WINDOW, spec.concurrency or default_concurrency)} in flight up")
+        return f"{conc}, {', '.join(rates)}; {charge_rule(spec)}"
+    return (f"{conc}; no rpm/tpm set: paced at the rate the provider's rate-limit headers "
+            f"say, else at one learned from its 429s; {charge_rule(spec)}")
 
 
 def in_flight_bound(specs: Iterable, default_concurrency: int) -> int:
@@ -490,14 +796,24 @@ def in_flight_bound(specs: Iterable, default_concurrency: int) -> int:
     return max(1, sum(caps.values()))
 
 
+def endpoint_key(model: str, api_base: str | None) -> str:
+    """A model endpoint's name in a run's info (what its limiter learned)."""
+    return f"{model} {api_base}" if api_base else model
+
+
 class Limits:
-    """One limiter per model endpoint, shared by every call to it."""
+    """One limiter per model endpoint, shared by every call to it. `remembered`: what the
+    limiters of an earlier process of the run learned (by endpoint_key); `on_learn(key,
+    memory)` is told whenever one learns something."""
 
     def __init__(self, concurrency: int = 8, *, backoff_base_s: float = 0.5,
-                 backoff_max_s: float = 30.0, clock=None):
+                 backoff_max_s: float = 30.0, clock=None, remembered: dict | None = None,
+                 on_learn: Callable[[str, dict], None] | None = None):
         self.concurrency = concurrency
         self.backoff_base_s, self.backoff_max_s = backoff_base_s, backoff_max_s
         self.clock = clock
+        self.remembered = dict(remembered or {})
+        self.on_learn = on_learn
         self._by_key: dict[tuple, Limiter] = {}
         self._seen: set[tuple] = set()
         self._lock = threading.Lock()
@@ -508,10 +824,14 @@ class Limits:
         with self._lock:
             lim = self._by_key.get(key)
             if lim is None:
+                name = endpoint_key(spec.model, spec.api_base)
+                tell = self.on_learn
                 lim = Limiter(spec.model, concurrency=spec.concurrency or self.concurrency,
                               rpm=spec.rpm, tpm=spec.tpm, clock=self.clock,
                               backoff_base_s=self.backoff_base_s,
-                              backoff_max_s=self.backoff_max_s, seed=len(self._by_key))
+                              backoff_max_s=self.backoff_max_s, seed=len(self._by_key),
+                              remembered=self.remembered.get(name),
+                              on_learn=(lambda memory: tell(name, memory)) if tell else None)
                 self._by_key[key] = lim
                 self._seen.add(mine)
             elif mine not in self._seen:

@@ -17,8 +17,9 @@ import pytest
 from fake_llm_server import FakeLLMServer
 
 from abtest.llm import Gateway
-from abtest.llm.ratelimit import (PATIENCE_S, Limiter, TokenBucket, describe_limits,
-                                  in_flight_bound, parse_duration, parse_headers)
+from abtest.llm.ratelimit import (DEFAULT_MAX_TOKENS, PATIENCE_S, Limiter, TokenBucket, charge,
+                                  describe_limits, in_flight_bound, limit_kinds, parse_duration,
+                                  parse_headers)
 from abtest.shapes import Config, ModelSpec
 
 
@@ -168,42 +169,301 @@ def test_durations():
 
 
 # --- the limiter ------------------------------------------------------------------------------
-def test_a_429_pauses_the_model_for_its_retry_after_and_halves_the_window_once():
+def _answer(lim, outcome="ok", **kw):
+    """One call through the limiter: its turn, a slot, and how it ended."""
+    lease = lim.lease(kw.pop("tokens", None))
+    lease.acquire()
+    sent = lim.clock.now()
+    again = lim.settle(lease, outcome, **kw)
+    lease.release()
+    return sent, again
+
+
+def test_a_charge_is_what_the_provider_counts_on_arrival():
+    msgs = [{"role": "system", "content": "x" * 999},
+            {"role": "user", "content": [{"type": "text", "text": "y" * 201}]}]
+    # 1,200 characters / 4 = 300, plus the whole max_tokens
+    assert charge(msgs, 400) == 300 + 400
+    assert charge(msgs, 400, counted=350) == 350 + 400    # the tokenizer's count when larger
+    assert charge(msgs, 400, counted=120) == 300 + 400
+    assert charge(msgs, None) == 300 + DEFAULT_MAX_TOKENS   # none sent: a provider's default
+    assert charge([{"role": "user", "content": "abcde"}], 10) == 2 + 10   # 5 / 4 rounds up
+    assert limit_kinds("Rate limit reached for m on tokens per min (TPM): Limit 600") == \
+        ("tokens",)
+    assert limit_kinds("Rate limit reached for m on requests per min (RPM)") == ("requests",)
+    assert limit_kinds("Too many requests") == ("requests", "tokens")
+
+
+def test_without_limits_a_429_sets_the_rate_to_0_9_of_what_the_provider_accepted():
+    clock = FakeClock()
+    learned = []
+    lim = Limiter("m", concurrency=8, clock=clock, on_learn=learned.append)
+    assert lim.rpm is None and lim.status()["source"] is None
+    for k in range(20):                       # 20 answers a second apart: 60 a minute ...
+        clock.t = k
+        _answer(lim, used=10)
+    for k in range(40):                       # ... then 40 sent 0.1 s apart: 10 a second
+        clock.t = 20 + k / 10
+        _answer(lim, used=10)
+    clock.t = 24.0
+    late = lim.lease()
+    late.acquire()                            # reserved before the 429 that follows
+    sent, again = _answer(lim, "rate", headers={"retry-after": "1"},
+                          detail="Rate limit reached on requests per min (RPM)")
+    assert again is True and sent == 24.0
+    # accepted, over the most recent 40 answers (MEASURE_MAX; not all 60, which would say
+    # 59 in 23.9 s = 148 a minute): 39 intervals in 3.9 s = 600 a minute; the rate falls to
+    # 0.9 x 600 = 540
+    assert lim.rpm == pytest.approx(540) and lim.status()["source"] == "429s"
+    assert lim.tpm is None                    # the 429 named requests, not tokens
+    assert learned == [{"requests_learned": 540.0}]
+    # a call reserved before the decrease answered 429 too: it says nothing of the new rate
+    assert lim.settle(late, "rate", headers={"retry-after": "1"}) is True
+    late.release()
+    assert lim.rpm == pytest.approx(540) and lim.decreases == 1
+    # the next call waits out the pause (1 s + jitter), then the bucket starts empty: one
+    # request takes 60 / (540 x 0.98) s to come in, whatever the jitter was
+    sent, _ = _answer(lim, used=10)
+    assert sent == pytest.approx(25.0 + 60 / (540 * 0.98))
+    # the next at that rate, grown by the answer of one that waited. The 60 answers before
+    # the 429 never waited for a turn or a slot (the run asked for no more), so the 429 is
+    # taken to have come at up to 2 x 600 (PROBE): the rate grows by 1 % of itself (FAST)
+    # while below 0.9 x 1,200 = 1,080
+    sent2, _ = _answer(lim, used=10)
+    assert sent2 - sent == pytest.approx(60 / (540 * 1.01 * 0.98))
+
+
+def test_a_second_429_at_the_new_rate_decreases_from_what_was_accepted_since():
     clock = FakeClock()
     lim = Limiter("m", concurrency=8, clock=clock)
-    assert lim.window == 4           # modest before the provider has said anything
-    a, b = lim.lease(), lim.lease()
-    a.acquire()
-    b.acquire()
-    assert clock.t == 0 and lim.in_flight == 2
-    assert lim.settle(a, "rate", headers={"retry-after": "2"}) is True   # wait, no retry used
-    a.release()
-    assert lim.window == 2
-    assert lim.settle(b, "rate", headers={"retry-after": "2"}) is True
-    b.release()
-    assert lim.window == 2           # b was sent before the decrease: one halving per window
-    c = lim.lease()
-    c.acquire()                      # everyone waits out the Retry-After (+ at most 10 % jitter)
-    assert 2.0 <= clock.t <= 2.2 and lim.waits == 1
-    assert lim.settle(c, "ok", used=10) is False
-    c.release()
-    assert lim.streak == 0 and lim.limited_since is None
-
-
-def test_the_window_grows_by_one_per_window_of_answers_up_to_the_concurrency():
-    lim = Limiter("m", concurrency=6, clock=FakeClock())
-    sizes = []
+    for k in range(20):
+        clock.t = k / 10
+        _answer(lim, used=10)
+    clock.t = 2.0
+    _answer(lim, "rate", headers={"retry-after": "1"}, detail="requests per min")
+    assert lim.rpm == pytest.approx(540)
+    # the first 429's answers did not wait (the run asked for no more): the rate grows by 1 %
+    # of itself per answer that waited (below 0.9 x 2 x 600 = 1,080); so the 8 answers at
+    # the new rate are sent at these times, by hand:
+    times, rate, t = [], 540.0, 3.0
+    for _ in range(8):
+        t += 60 / (rate * 0.98)
+        times.append(t)
+        rate *= 1.01
+    got = [_answer(lim, used=10)[0] for _ in range(8)]
+    assert got == pytest.approx(times)
+    assert lim.rpm == pytest.approx(540 * 1.01 ** 8)
+    # a 429 now: accepted since the pause 7 intervals over times[-1] - times[0] (each sent
+    # at the rate before its answer's increase: 60 / (rate x 0.98), so below 0.98 x 584.7)
+    accepted = 7 / (times[-1] - times[0]) * 60
+    assert accepted < 540 * 1.01 ** 8
+    _answer(lim, "rate", headers={"retry-after": "1"}, detail="requests per min")
+    # all 8 waited for their turn: what they were accepted at is what the provider allows
+    assert lim.rpm == pytest.approx(0.9 * accepted) and lim.decreases == 2
+    # 0.9 x accepted is below 0.9 x the rate the 429 came at (584.7): 1 % an answer up to it,
+    # then 1/2,000 of the new rate an answer (INCREASE)
+    base, ceiling = 0.9 * accepted, 0.9 * 540 * 1.01 ** 8
+    expect, rate = [], base
     for _ in range(12):
-        lease = lim.lease()
-        lease.acquire()
-        lim.settle(lease, "ok", used=1)
+        rate = rate * 1.01 if rate < ceiling else rate + base / 2000
+        expect.append(rate)
+    grown = []
+    for _ in range(12):
+        _answer(lim, used=10)
+        grown.append(lim.rpm)
+    assert grown == pytest.approx(expect)
+    assert expect[0] == pytest.approx(base * 1.01) and expect[-1] - expect[-2] == \
+        pytest.approx(base / 2000)
+
+
+def test_a_429_after_a_burst_the_rate_did_not_hold_back_lowers_the_rate_in_force():
+    """A rate learned, then a run that asks for less (its calls go without waiting) and a
+    burst the provider refuses: what was accepted measured the run's demand, not the limit;
+    the rate in force falls by 0.9, not to 0.9 of the demand."""
+    clock = FakeClock()
+    lim = Limiter("m", concurrency=8, clock=clock, remembered={"requests_learned": 600})
+    for k in range(20):                      # one a second: 60 a minute, never waiting
+        clock.t = 10.0 + k
+        _answer(lim, used=10)
+    assert lim.rpm == 600 and lim.waits == 0
+    _answer(lim, "rate", headers={"retry-after": "1"}, detail="requests per min")
+    assert lim.rpm == pytest.approx(540) and lim.decreases == 1   # not 0.9 x 60 = 54
+
+
+def test_a_first_429_at_the_concurrency_cap_learns_what_was_accepted_without_probing():
+    """The run asked for more than it sent (its calls waited for a slot): the rate accepted
+    is the provider's, so the rate grows back slowly, not by 1 % an answer."""
+    clock = FakeClock()
+    lim = Limiter("m", concurrency=1, clock=clock)
+    for k in range(20):                      # 10 a second, each waiting for the one slot
+        clock.t = k / 10
+        first = lim.lease()
+        first.acquire()
+        second = lim.lease()
+        t = threading.Thread(target=second.acquire, daemon=True)
+        t.start()
+        while not second.waited:             # the second is waiting for the slot
+            t.join(0.001)
+        lim.settle(first, "ok", used=10)
+        first.release()
+        t.join(5)
+        lim.settle(second, "ok", used=10)
+        second.release()
+    assert lim.waits == 0                    # none waited for a turn: there is no rate yet
+    clock.t = 2.0
+    _answer(lim, "rate", headers={"retry-after": "1"}, detail="requests per min")
+    # 40 answers, the most recent 40 sent at 0.0, 0.0, 0.1, 0.1, ... 1.9, 1.9: 39 intervals
+    # in 1.9 s; 20 of them (the second of each pair) waited for the slot: held
+    assert lim.rpm == pytest.approx(0.9 * 39 / 1.9 * 60)
+    base = lim.rpm
+    _answer(lim, used=10)     # after the pause (its jitter may have refilled the bucket's one)
+    before = lim.rpm
+    _answer(lim, used=10)     # the bucket is empty now: this one waits for its turn
+    assert before - base in (pytest.approx(0), pytest.approx(base / 2000))
+    assert lim.rpm == pytest.approx(before + base / 2000)   # not x 1.01: no probing
+
+
+def test_a_learned_rate_grows_back_slowly_and_is_remembered():
+    clock = FakeClock()
+    # what an earlier process of the run learned: 600 a minute
+    lim = Limiter("m", concurrency=8, clock=clock, remembered={"requests_learned": 600})
+    assert lim.rpm == 600 and lim.status()["source"] == "429s"
+    sends = [_answer(lim, used=10)[0] for _ in range(11)]
+    # the first goes at once (the bucket holds one) and does not grow the rate; each next one
+    # waited for its turn at the rate then in force, and its answer adds 600 / 2,000 = 0.3
+    # (a rate settled on by an earlier process grows slowly): the rate regains the 1/0.9 a
+    # 429 takes in (1/0.9 - 1) x 2,000 = 222 such answers
+    expected, t = [0.0], 0.0
+    for k in range(10):
+        t += 60 / ((600 + 0.3 * k) * 0.98)
+        expected.append(t)
+    assert sends == pytest.approx(expected)
+    assert lim.rpm == pytest.approx(600 + 10 * 0.3)
+    assert lim.memory() == {"requests_learned": 600}   # its last decrease: where to resume
+
+
+def test_a_429_on_a_known_limit_is_waited_out_not_learned_from():
+    clock = FakeClock()
+    lim = Limiter("m", concurrency=8, rpm=600, clock=clock)
+    for k in range(20):
+        clock.t = k
+        _answer(lim, used=10)
+    sent, again = _answer(lim, "rate", headers={"retry-after": "2"},
+                          detail="requests per min (RPM)")
+    assert again is True and lim.rpm == 600 and lim.learned["requests"] is None
+    assert _answer(lim, used=10)[0] >= sent + 2.0
+
+
+def test_a_provider_that_holds_its_charge_gets_no_refunds():
+    clock = FakeClock()
+    lim = Limiter("m", concurrency=8, tpm=60_000, clock=clock)
+    # capacity 60,000 x 0.1 / 60 = 100 tokens, refill 60,000 x 0.98 / 60 = 980 a second
+    assert lim.tokens.capacity == pytest.approx(100) and lim.tokens.rate == pytest.approx(980)
+    sent, _ = _answer(lim, tokens=650, used=100)
+    # 100 - 650 = -550: sent at 550 / 980 s, level 0 then; 650 - 100 unused comes back
+    assert sent == pytest.approx(550 / 980) and lim.tokens.level == pytest.approx(550)
+    # a 429 on tokens with no count of what is left: the provider keeps what it charged
+    _answer(lim, "rate", tokens=650, headers={"retry-after": "0.5"},
+            detail="Rate limit reached for m on tokens per min (TPM)")
+    assert lim.refunds is False
+    sent, _ = _answer(lim, tokens=650, used=100)
+    # after the pause the bucket starts empty: 650 / 980 s for this one; nothing comes back
+    assert lim.tokens.reserve(0, clock.t) == pytest.approx(0, abs=1e-9)
+    assert lim.tokens.level == pytest.approx(0, abs=1e-6)
+
+
+def test_remaining_tokens_said_are_never_exceeded():
+    clock = FakeClock()
+    lim = Limiter("m", concurrency=8, tpm=600_000, clock=clock)   # holds 1,000, 9,800 a second
+    a, b = lim.lease(500), lim.lease(400)
+    a.acquire()
+    b.acquire()                                    # both at t = 0: level 1,000 - 900 = 100
+    # a's answer: 450 remained when it arrived; b (400) was sent after it
+    lim.settle(a, "ok", used=500, headers={"x-ratelimit-remaining-tokens": "450"})
+    assert lim.tokens.level == pytest.approx(50)   # min(100 + 0 unused, 450 - 400)
+    sent, _ = _answer(lim, tokens=300, used=300)   # 300 > 50: waits for 250 more
+    assert sent == pytest.approx(250 / 9800)
+
+
+class HookClock(FakeClock):
+    """A fake clock that, the first times a call sleeps (waits for its turn), first lets
+    something else happen meanwhile."""
+
+    def __init__(self):
+        super().__init__()
+        self.meanwhile: list = []
+
+    def sleep(self, seconds: float) -> None:
+        if self.meanwhile:
+            self.meanwhile.pop(0)()
+        super().sleep(seconds)
+
+
+def test_remaining_tokens_said_count_the_turns_of_calls_not_yet_sent():
+    clock = HookClock()
+    lim = Limiter("m", concurrency=8, tpm=600_000, clock=clock)   # holds 1,000, 9,800 a second
+    a = lim.lease(500)
+    a.acquire()                                    # t = 0: level 1,000 - 500 = 500, sent
+    # b (700) takes its turn at t = 0: level 500 - 700 = -200, so it waits 200 / 9,800 s;
+    # while it waits, a is answered: 450 remained when a arrived, and b has not been sent
+    clock.meanwhile.append(lambda: lim.settle(
+        a, "ok", used=500, headers={"x-ratelimit-remaining-tokens": "450"}))
+    b = lim.lease(700)
+    b.acquire()
+    # the clamp counted b's 700 against the 450: the level became min(-200, 450 - 700) =
+    # -250, and b, woken to look again, waits for it: sent at 250 / 9,800 s, when the
+    # provider (refilling 10,000 a second) holds 450 + 10,000 x 250 / 9,800 = 705 >= 700. At
+    # the turn it first took (200 / 9,800 s) it would hold 654 < 700: a 429
+    assert clock.t == pytest.approx(250 / 9800)
+    # the level is 0 at b's send, so c (300) waits 300 / 9,800 s: sent at 550 / 9,800 s, when
+    # the provider holds 450 + 10,000 x 550 / 9,800 - 700 = 311 >= 300. Counting only the
+    # calls sent since a (none) would have sent b at once and c at 300 / 9,800 s: 429s
+    sent, _ = _answer(lim, tokens=300, used=300)
+    assert sent == pytest.approx(550 / 9800)
+    a.release()
+    b.release()
+
+
+class WakingClock(FakeClock):
+    """A fake clock that can be woken as the real one is (Clock.wait): the first times a call
+    waits for its turn, something happens meanwhile and the wait ends at once."""
+
+    def __init__(self):
+        super().__init__()
+        self.meanwhile: list = []
+
+    def wait(self, cond, seconds: float) -> None:
+        if not self.meanwhile:
+            self.sleep(seconds)
+            return
+        cond.release()
+        try:
+            self.meanwhile.pop(0)()
+        finally:
+            cond.acquire()
+
+
+def test_a_call_waiting_for_its_turn_goes_as_soon_as_tokens_are_given_back():
+    clock = WakingClock()
+    lim = Limiter("m", concurrency=8, tpm=600_000, clock=clock)   # holds 1,000, 9,800 a second
+    a = lim.lease(1000)
+    a.acquire()                                 # t = 0: level 1,000 - 1,000 = 0, sent
+    # b (900) takes its turn: level -900, a wait of 900 / 9,800 s; meanwhile a is answered
+    # having used 100 of its 1,000: 900 given back, level 0, b's turn has come at t = 0
+    clock.meanwhile.append(lambda: lim.settle(a, "ok", used=100))
+    b = lim.lease(900)
+    b.acquire()
+    assert clock.t == 0.0 and not clock.meanwhile
+    # a turn fixed when it was taken would have sent b at 900 / 9,800 s, the 900 given back
+    # going unused until a later caller came
+    c = lim.lease(980)
+    c.acquire()                                 # level 0 - 980: 0.1 s
+    assert clock.t == pytest.approx(0.1)
+    for lease in (a, b, c):
         lease.release()
-        sizes.append(int(lim.window))
-    # w += 1/w from 4: 4.25, 4.49, 4.71, 4.92, 5.12, 5.32, 5.51, 5.69, 5.86, 6.03 -> 6 (the cap)
-    assert sizes == [4, 4, 4, 4, 5, 5, 5, 5, 5, 6, 6, 6]
 
 
-def test_the_window_holds_calls_back():
+def test_concurrency_is_a_cap():
     lim = Limiter("m", concurrency=2, clock=FakeClock())
     held = [lim.lease(), lim.lease()]
     for lease in held:
@@ -288,9 +548,14 @@ def test_limits_in_the_config():
                 {"embedding": {"model": "x", "tpm": 1000}}):
         with pytest.raises(ValueError):
             Config.model_validate(bad)
-    assert describe_limits(cfg.judge, 8) == "16 in flight, rpm 500, tpm 200,000"
-    assert describe_limits(cfg.generator, 8).startswith("8 in flight (the run's concurrency); "
-                                                        "no rpm/tpm set")
+    assert describe_limits(cfg.judge, 8) == (
+        "at most 16 in flight, rpm 500, tpm 200,000; a call is charged as the provider counts "
+        "it: the prompt's characters / 4 (or its token count if larger) + max_tokens 400, or "
+        "the call's own")
+    assert describe_limits(cfg.generator, 8).startswith(
+        "at most 8 in flight (the run's concurrency); no rpm/tpm set: paced at the rate the "
+        "provider's rate-limit headers say, else at one learned from its 429s; a call is "
+        "charged")
 
 
 def test_doctor_shows_each_models_limits(tmp_path, monkeypatch):
@@ -305,9 +570,11 @@ def test_doctor_shows_each_models_limits(tmp_path, monkeypatch):
         "rpm: 500, tpm: 200000}\nconcurrency: 6\n")
     r = CliRunner().invoke(cli, ["doctor", "--format", "json", "--no-load"])
     checks = {c["name"]: c["detail"] for c in json.loads(r.stdout)}
-    assert checks["judge model"].endswith("limits: 16 in flight, rpm 500, tpm 200,000")
-    assert ("limits: 6 in flight (the run's concurrency); no rpm/tpm set: paced by the "
-            "provider's rate-limit headers and 429s, from 4 in flight up"
+    assert ("limits: at most 16 in flight, rpm 500, tpm 200,000; a call is charged as the "
+            "provider counts it: the prompt's characters / 4 (or its token count if larger) + "
+            "max_tokens" in checks["judge model"])
+    assert ("limits: at most 6 in flight (the run's concurrency); no rpm/tpm set: paced at "
+            "the rate the provider's rate-limit headers say, else at one learned from its 429s"
             in checks["generator model"])
 
 
@@ -417,7 +684,7 @@ def test_a_run_with_limits_shows_each_models_rates_and_finishes(tmp_path):
     assert judge and "(limits set: rpm 1,800, tpm 600,000)" in judge[-1]
     assert gen and "(from the provider's headers: rpm 600)" in gen[-1]
     for line in (judge[-1], gen[-1]):
-        assert " in flight (window " in line and " req/min, " in line and " tok/min, " in line
+        assert " in flight (at most " in line and " req/min, " in line and " tok/min, " in line
         assert " waits on the limit" in line
     for model, rpm in (("fake-judge", rpm_judge), ("fake-gen", rpm_gen)):
         rows = [r for r in srv.requests if r.get("model") == model]
