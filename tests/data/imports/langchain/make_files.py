@@ -5,8 +5,9 @@ Texts are paragraphs normans#p0..p4 of the SQuAD 2.0 dev "Normans" article (CC B
 Wikipedia-derived) as the repo ships it in abtest/demo_data/corpus.jsonl (byte-identical to
 shared/data/squad_normans/corpus.jsonl), word for word.
 
-    python3 -m venv /tmp/lienv && /tmp/lienv/bin/pip install "langchain-core==1.8.3"
-    /tmp/lienv/bin/python make_files.py
+    # from the repository's root; the venv beside the repository, not in it
+    python3 -m venv ../lienv && ../lienv/bin/pip install "langchain-core==1.8.3"
+    ../lienv/bin/python tests/data/imports/langchain/make_files.py
 
 - documents.json        json.dump([d.model_dump() for d in docs], f, indent=2)
 - documents.dumpd.json  json.dump(langchain_core.load.dumpd(docs), f, indent=2)

@@ -7,8 +7,9 @@ ships it in abtest/demo_data/ (byte-identical to shared/data/squad_normans/): pa
 for word.
 
 Writers (public API only), in a venv outside the repo:
-    python3 -m venv /tmp/lienv && /tmp/lienv/bin/pip install "llama-index-core==0.14.20"
-    /tmp/lienv/bin/python make_files.py
+    # from the repository's root; the venv beside the repository, not in it
+    python3 -m venv ../lienv && ../lienv/bin/pip install "llama-index-core==0.14.20"
+    ../lienv/bin/python tests/data/imports/llamaindex/make_files.py
 llama-index-core 0.14.20 is the last release with `llama_index.core.llama_dataset`
 (0.14.21 dropped the module; `QueryResponseDataset` is still in `llama_index.core.evaluation`).
 
