@@ -435,11 +435,6 @@ class Limiter:
             self._rebuild(self.clock.now())
             self._turns.notify_all()
 
-    @property
-    def wants_tokens(self) -> bool:
-        """True when a tokens limit is in force (set, said or learned)."""
-        return self.tokens is not None
-
     def lease(self, tokens: int | None = None) -> Lease:
         return Lease(self, tokens)
 

@@ -424,13 +424,9 @@ def test_remaining_tokens_said_count_the_turns_of_calls_not_yet_sent():
     b.release()
 
 
-class WakingClock(FakeClock):
+class WakingClock(HookClock):
     """A fake clock that can be woken as the real one is (Clock.wait): the first times a call
     waits for its turn, something happens meanwhile and the wait ends at once."""
-
-    def __init__(self):
-        super().__init__()
-        self.meanwhile: list = []
 
     def wait(self, cond, seconds: float) -> None:
         if not self.meanwhile:
@@ -482,11 +478,11 @@ def test_headers_teach_the_limits_and_a_limit_set_stays_if_tighter():
     headers = {"x-ratelimit-limit-requests": "60", "x-ratelimit-limit-tokens": "150000",
                "x-ratelimit-remaining-requests": "59", "x-ratelimit-remaining-tokens": "149984"}
     lim = Limiter("m", concurrency=8, clock=FakeClock())
-    assert lim.rpm is None and not lim.wants_tokens
+    assert lim.rpm is None and lim.tokens is None
     lease = lim.lease()
     with lease:
         lim.settle(lease, "ok", used=16, headers=headers)
-    assert (lim.rpm, lim.tpm) == (60, 150000) and lim.wants_tokens
+    assert (lim.rpm, lim.tpm) == (60, 150000) and lim.tokens is not None
     assert lim.status()["source"] == "headers"
     mine = Limiter("m", concurrency=8, rpm=30, clock=FakeClock())
     lease = mine.lease()
@@ -619,7 +615,7 @@ def test_the_providers_headers_reach_the_limiter():
         spec = ModelSpec(model="openai/m", api_base=srv.base_url, max_tokens=8)
         assert gw.complete(spec, _msgs(0), purpose="x").ok
         lim = gw.limits.get(spec)
-        assert (lim.rpm, lim.tpm) == (600, 60000) and lim.wants_tokens
+        assert (lim.rpm, lim.tpm) == (600, 60000) and lim.tokens is not None
 
 
 @pytest.mark.parametrize("mode", ["limits set", "from headers"])
