@@ -113,8 +113,10 @@ def get_run(run: str = "latest", *, config: Any = None) -> RunHandle:
 
 
 def list_runs(*, config: Any = None, progress: Progress | None = None) -> list[dict]:
-    """Every run, newest first, as `abtest runs` and the view list them: state, cases finished
-    of all, gate, claim line (a summary missing from the store is built now)."""
+    """Every run, newest first, as `abtest runs` and the view list them: state, its counts
+    (`n_cases` the fixture's, `n_finished`, a sequential run's `n_used` and, once stopped,
+    `n_not_needed`; `counts` as every surface prints them), gate, claim line, and the
+    command that resumes an unfinished run (a summary missing from the store is built now)."""
     from .view import data
 
     st = open_store(config)
@@ -129,7 +131,7 @@ def list_runs(*, config: Any = None, progress: Progress | None = None) -> list[d
                 from .runs import load_run
 
                 r = data.run_row(st, load_run(st, r["run_id"]))
-            out.append({k: v for k, v in r.items() if k not in ("pending", "shown")})
+            out.append({k: v for k, v in r.items() if k not in ("pending", "shown", "version")})
         return out
     finally:
         st.close()

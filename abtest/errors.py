@@ -116,16 +116,18 @@ class RunStopped(KeyboardInterrupt):
     the caller, with the exact command that continues it. A KeyboardInterrupt, so code that
     stops on Ctrl-C stops on it too."""
 
-    def __init__(self, run_id: str, signal_name: str, hint: str):
+    def __init__(self, run_id: str, signal_name: str, hint: str, counts: str = ""):
         self.run_id = run_id
         self.signal_name = signal_name
         self.hint = hint
+        self.counts = counts   # the store's count (runstate.RunProgress.counts)
         super().__init__(self.line())
 
     def line(self, surface: Surface = "python") -> str:
         then = f"`{self.hint}`" if surface == "cli" else f"`{resume_call(self.run_id)}`"
-        return (f"run {self.run_id} stopped ({self.signal_name}); finished work is saved: "
-                f"{then} continues it")
+        kept = f" ({self.counts})" if self.counts else ""
+        return (f"run {self.run_id} stopped ({self.signal_name}); finished work is saved"
+                f"{kept}: {then} continues it")
 
 
 def pydantic_error_line(exc, *, file: str, where: str | None = None) -> UserError:

@@ -3,7 +3,7 @@ is watching (a terminal, a notebook), `False` shows nothing, a callable gets eve
 command line prints (its own UI), and an object with `step(stage, done, total, stats)` gets
 the counts as well. The command line passes its stderr printer, so it prints as it always did.
 
-The bars are `tqdm.auto` (widgets in a notebook, text in a terminal), one per stage: `run`
+The bars are tqdm's (widgets in a notebook with ipywidgets, text elsewhere), one per stage: `run`
 counts cases (generated, checked and judged) with the provider calls, tokens and cost so far;
 `capture` counts questions retrieved; `live` counts the golden items asked.
 """
@@ -55,18 +55,17 @@ class Bars:
         if m:
             self.step(self.line_stage, int(m.group(1)), int(m.group(2)))
             return
-        from tqdm.auto import tqdm
-
-        tqdm.write(f"abtest: {line}", file=sys.stderr)
+        _tqdm().write(f"abtest: {line}", file=sys.stderr)
 
     def step(self, stage: str, done: int, total: int,
-             stats: Callable[[], dict[str, Any]] | None = None) -> None:
+             stats: Callable[[], dict[str, Any]] | None = None, desc: str | None = None
+             ) -> None:
         bar = self.bars.get(stage)
         if bar is None:
-            from tqdm.auto import tqdm
-
-            bar = self.bars[stage] = tqdm(total=total, desc=stage, unit="case",
-                                          file=sys.stderr, dynamic_ncols=True, leave=True)
+            bar = self.bars[stage] = _tqdm()(total=total, desc=desc or stage, unit="case",
+                                             file=sys.stderr, dynamic_ncols=True, leave=True)
+        elif desc and bar.desc != desc:   # one bar over a sequential run: the look in its name
+            bar.set_description(desc, refresh=False)
         bar.total = total
         bar.n = done
         now = time.monotonic()
@@ -81,16 +80,31 @@ class Bars:
         self.bars.clear()
 
 
+def _tqdm() -> Any:
+    """tqdm.auto's bar (a widget) in a notebook that has ipywidgets, else the text bar: tqdm.auto
+    without ipywidgets warns "IProgress not found" and falls back to text anyway."""
+    import importlib.util
+
+    if "ipykernel" in sys.modules and importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.auto import tqdm
+    else:
+        from tqdm.std import tqdm
+    return tqdm
+
+
 def step(progress: Lines | None, stage: str, done: int, total: int, line: str,
-         stats: Callable[[], dict[str, Any]] | None = None) -> None:
-    """One more of `total` done: counts to a sink that takes them, else the line."""
+         stats: Callable[[], dict[str, Any]] | None = None, desc: str | None = None) -> None:
+    """One more of `total` done: counts to a sink that takes them, else the line. `desc`
+    names the bar (a sequential run's look) where the sink is abtest's own bars."""
     if progress is None:
         return
     steps = getattr(progress, "step", None)
-    if steps is not None:
-        steps(stage, done, total, stats)
-    else:
+    if steps is None:
         progress(line)
+    elif isinstance(progress, Bars):
+        progress.step(stage, done, total, stats, desc=desc)
+    else:
+        steps(stage, done, total, stats)
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Sequence
 
 from .config import LoadedConfig
 from .errors import (DriftError, IncompleteError, ProviderError, RunStopped, Spelled, UserError,
@@ -554,15 +554,35 @@ def process_case(gw: Gateway, lc: LoadedConfig, store: Store, run_id: str, plan:
 
 @dataclass
 class RunResult:
+    """What a run (or one pass of it) did: its end state and counts as the one rule gives
+    them (`counts`, runstate.RunProgress.counts: the line every surface prints), and this
+    process's provider calls, cache hits and time."""
+
     run_id: str
     status: str
-    n_cases: int
+    n_cases: int            # the fixture's cases
     unfinished: list[str]
     provider_calls: int
     cache_hits: int
     seconds: float
     comparison_kind: str
     calls_per_case: float
+    counts: str = ""
+    n_finished: int = 0
+    n_used: int | None = None          # a sequential run's cases taken
+    n_not_needed: int | None = None    # a stopped sequential run's cases never taken
+
+    @property
+    def line(self) -> str:
+        """"complete: 40 of 40 cases finished" (the state and the one count)."""
+        return f"{self.status}: {self.counts}"
+
+
+def _result(prog, status: str, **kw: Any) -> RunResult:
+    """A RunResult whose counts are `prog`'s (runstate.RunProgress)."""
+    return RunResult(prog.run_id, status, prog.n_cases, prog.unfinished, counts=prog.counts,
+                     n_finished=prog.n_finished, n_used=prog.n_used,
+                     n_not_needed=prog.n_not_needed, **kw)
 
 
 def _judge_repeats(gw: Gateway, lc: LoadedConfig, store: Store, run_id: str, plan: RunPlan,
@@ -619,13 +639,26 @@ def pinned_and_spent(store: Store, run_id: str) -> tuple[dict[str, str], float]:
     return pinned, spent
 
 
+@dataclass(frozen=True)
+class Shown:
+    """Where the per-case progress lines and bar count from: cases finished before this pass
+    (`before`), of how many (`total`), and the bar's description (a sequential run's look)."""
+
+    before: int
+    total: int
+    desc: str | None = None
+
+
 def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
             progress: Progress | None = None, skip: set[str] | None = None,
             max_cost_usd: float | None = None, shard: tuple[int, int] | None = None,
             batch: bool = False, only: Sequence[str] | None = None,
+            done_before: Collection[str] = (), shown: Shown | None = None,
             finalize: bool = True) -> RunResult:
-    """Generate, check and judge the run's cases (`only`: these, a sequential look's);
-    `finalize` records the run's end state (a sequential look leaves it running)."""
+    """Generate, check and judge the run's cases (`only`: these, a sequential look's), all but
+    `done_before` (finished earlier: a resumed run never sends their calls again, not even to
+    the cache); `finalize` records the run's end state (a sequential look leaves it
+    running)."""
     from .llm import Budget, BudgetExceeded, Gateway, ModelDriftError
     from .llm.batch import BatchQueue, Deferred
 
@@ -648,9 +681,14 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
     if shard:  # another shard's cases are not this run's to do (nor its unfinished)
         mine = {cid for cid in mine if in_shard(cid, shard)}
         skip = skip & mine
+    n_mine = len(mine)   # the cases this run (or look) does, done before or now
+    if done_before:
+        mine = mine - set(done_before)
+        skip = skip - set(done_before)
     n_todo = len(mine) - len(skip)
     todo = (c for c in plan.fixture.iter_cases() if c.id in mine and c.id not in skip)
     done = 0
+    shown = shown or Shown(0, n_todo)
     unfinished: list[str] = sorted(skip)
     if skip and progress:
         progress(f"{len(skip)} case(s) ended in error earlier and are left unfinished "
@@ -704,8 +742,10 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
                         status = "ok" if not oc.errors else f"INCOMPLETE ({oc.errors[0][:80]})"
                         if waiting:
                             status = "waiting for a batch"
-                        step(progress, "run", done, n_todo, f"[{done}/{n_todo}] {case.id}: "
-                             f"{status}", stats=lambda: spent_so_far(store, run_id, gw))
+                        at = shown.before + done
+                        step(progress, "run", at, shown.total, f"[{at}/{shown.total}] "
+                             f"{case.id}: {status}", stats=lambda: spent_so_far(store, run_id, gw),
+                             desc=shown.desc)
                         if time.monotonic() - last_rates >= STATUS_EVERY_S:
                             last_rates = time.monotonic()
                             for line in gw.rate_lines():
@@ -779,10 +819,17 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
                          finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
     st = gw.stats
     total_calls = store.count_distinct_calls(run_id)
-    n_all = len(mine)
-    return RunResult(run_id, status, n_all, left, st.provider_calls,
-                     st.cache_hits, time.monotonic() - t0, plan.comparison_kind,
-                     round(total_calls / n_all, 2) if n_all else 0.0)
+    result = _result(prog, status, provider_calls=st.provider_calls,
+                     cache_hits=st.cache_hits, seconds=time.monotonic() - t0,
+                     comparison_kind=plan.comparison_kind,
+                     calls_per_case=round(total_calls / n_mine, 2) if n_mine else 0.0)
+    result.unfinished = left
+    if shard:   # the shard's own count: the others' cases are not this run's to finish
+        ours = [c for c in plan.fixture.ids() if in_shard(c, shard)]
+        fin = set(prog.finished)
+        result.counts = (f"{sum(c in fin for c in ours)} of {len(ours)} cases of shard "
+                         f"{shard[0]}/{shard[1]} finished")
+    return result
 
 
 def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: bool = False,
@@ -836,10 +883,11 @@ def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: b
         store.update_run(rid, status="stopped",
                          finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
         from .runs import resume_hint
+        from .runstate import run_progress
 
-        run_row = store.get_run(rid) or {"run_id": rid}
+        run_row = store.get_run(rid) or {"run_id": rid, "status": "stopped"}
         raise RunStopped(rid, "SIGTERM" if isinstance(exc, _Terminated) else "SIGINT",
-                         resume_hint(run_row)) from None
+                         resume_hint(run_row), run_progress(store, run_row).counts) from None
     finally:
         store.close()
 
@@ -903,16 +951,41 @@ def _run_started(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *, res
                         "{sequential}", field="{sequential}", opts={"sequential": None})
     if lc.config.sequential.enabled:
         return _sequential(lc, store, plan, rid, progress=progress, skip=skip,
-                           max_cost_usd=max_cost_usd)
+                           max_cost_usd=max_cost_usd, resume=resume)
     if not batch:
+        done, shown = _done_before(store, plan, rid, shard, skip, progress) if resume \
+            else ((), None)
         return execute(lc, store, plan, rid, progress=progress, skip=skip,
-                       max_cost_usd=max_cost_usd, shard=shard)
+                       max_cost_usd=max_cost_usd, shard=shard, done_before=done, shown=shown)
     return _batch_passes(lc, store, plan, rid, skip=skip, wait=wait, progress=progress,
-                         max_cost_usd=max_cost_usd, shard=shard)
+                         max_cost_usd=max_cost_usd, shard=shard, resume=resume)
+
+
+def _done_before(store: Store, plan: RunPlan, rid: str, shard: tuple[int, int] | None,
+                 skip: set[str], progress: Progress | None, *, say: bool = True
+                 ) -> tuple[set[str], Shown]:
+    """The cases a resumed run finished earlier (the one rule, runstate), which it does not
+    touch again, and where its progress counts from; says "resuming RUN: 11 of 40 finished,
+    29 to go" once."""
+    from .runstate import run_progress
+
+    prog = run_progress(store, store.get_run(rid) or {"run_id": rid, "status": "running"},
+                        writing=None)
+    ids = plan.fixture.ids()
+    mine = [c for c in ids if in_shard(c, shard)] if shard else list(ids)
+    mine_set = set(mine)
+    done = {c for c in prog.finished if c in mine_set}
+    if progress and say:
+        left = len(mine) - len(done) - len(skip - done)
+        progress(f"resuming {rid}: {len(done)} of {len(mine)} "
+                 + ("cases of this shard " if shard else "") + f"finished, {left} to go"
+                 + (f", {len(skip - done)} that ended in error left unfinished"
+                    if skip - done else ""))
+    return done, Shown(len(done), len(mine))
 
 
 def _batch_passes(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *, skip: set[str],
-                  wait: bool, progress: Progress | None, **kw) -> RunResult:
+                  wait: bool, progress: Progress | None, resume: bool, **kw) -> RunResult:
     """Collect what is out, run a pass, submit what it deferred; again until a pass defers
     nothing. Every step is in the store, so a process may stop anywhere between."""
     from .llm import Gateway, ModelDriftError
@@ -940,9 +1013,12 @@ def _batch_passes(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *, sk
                                    resume_call(rid, batch=True))})
         if not first:   # a case that ended in error in an earlier pass stays unfinished
             skip = errored_cases(store, rid)
+        done, shown = _done_before(store, plan, rid, kw.get("shard"), skip, progress,
+                                   say=first and resume)
         first = False
         try:
-            return execute(lc, store, plan, rid, progress=progress, skip=skip, batch=True, **kw)
+            return execute(lc, store, plan, rid, progress=progress, skip=skip, batch=True,
+                           done_before=done, shown=shown, **kw)
         except BatchPending:
             if not wait:
                 raise
@@ -950,12 +1026,14 @@ def _batch_passes(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *, sk
 
 def _sequential(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *,
                 progress: Progress | None, skip: set[str],
-                max_cost_usd: float | None) -> RunResult:
+                max_cost_usd: float | None, resume: bool = False) -> RunResult:
     """A sequential run (docs/STATISTICS.md §11): the fixture's units in a seeded order, a
-    look after every `sequential.look` of them, a stop once the claim is decided or shown
-    futile. Each look's cases are run as any run's are; the look itself is recomputed from
-    the stored judgments (sequential.replay_run), so a resumed run continues from its last
-    finished look in the same order, and its report tells the same looks."""
+    look after every `sequential.look` of them, a stop once the claim is decided, shown
+    futile or shown undecidable. Each look runs only the cases it adds (and any an earlier
+    process left unfinished): a case finished at an earlier look is never sent again, not
+    even to the cache. The look itself is recomputed from the stored judgments
+    (sequential.replay_run), so a resumed run continues from its last finished look in the
+    same order, and its report tells the same looks."""
     from .groups import case_groups
     from .runstate import run_progress
     from .sequential import STOPS, new_record, replay_run, run_plan, taken_cases
@@ -980,7 +1058,18 @@ def _sequential(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *,
         store.update_run(rid, info_json=json.dumps(info, sort_keys=True))
 
     cases = {c.id: c.model_dump() for c in plan.fixture.cases}
+    sp = run_plan(record, ids, groups)
+    may_take = len(taken_cases(sp.units, sp.cap))   # the bar's total: the most it may use
+    finished: set[str] = set()
+    if resume:   # the cases finished before, by the one rule: never sent again
+        finished = set(run_progress(store, store.get_run(rid) or run, writing=None).finished)
+        if progress:
+            progress(f"resuming {rid}: {len(finished)} of {len(sp.taken)} cases taken so far "
+                     f"finished ({len(sp.boundaries)} look(s) done; {sp.n_cases} in the "
+                     "fixture)" + (f", {len(skip - finished)} that ended in error left "
+                                   "unfinished" if skip - finished else ""))
     calls = hits = 0
+    looks: list = []   # the looks decided so far (replay_run keeps them: their cases are done)
     while not record.get("stop"):
         sp = run_plan(record, ids, groups)
         done = sp.boundaries[-1] if sp.boundaries else 0
@@ -992,40 +1081,46 @@ def _sequential(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *,
         record["taking"] = target
         save()
         taken = taken_cases(sp.units, target)
+        number = len(sp.boundaries) + 1
         if progress:
-            progress(f"look {len(sp.boundaries) + 1}: units {done + 1}–{target} of "
-                     f"{len(sp.units)} ({len(taken)} cases so far)")
+            progress(f"look {number}: units {done + 1}–{target} of {len(sp.units)} "
+                     f"({len(taken)} cases so far)")
         res = execute(lc, store, plan, rid, progress=progress, skip=skip & set(taken),
-                      max_cost_usd=max_cost_usd, only=taken, finalize=False)
+                      max_cost_usd=max_cost_usd, only=taken, done_before=finished & set(taken),
+                      shown=Shown(len(finished), may_take, f"run (look {number})"),
+                      finalize=False)
         calls, hits = calls + res.provider_calls, hits + res.cache_hits
         if res.status != "complete":
             return res
+        finished.update(taken)
         record["boundaries"] = sp.boundaries + [target]
         judg = store.judgments(rid, columns=("case_id", "judge", "subject", "sample",
                                              "verdict", "score", "error"))
-        lk = replay_run(run_plan(record, ids, groups), taken, judg, cases, groups, cfg,
-                        json.loads((store.get_run(rid) or {}).get("info_json") or "{}").get(
-                            "judges") or cfg.judges)[-1]
+        looks = replay_run(run_plan(record, ids, groups), taken, judg, cases, groups, cfg,
+                           json.loads((store.get_run(rid) or {}).get("info_json") or "{}").get(
+                               "judges") or cfg.judges, known=looks)
+        lk = looks[-1]
         if progress:
             progress(f"look {lk.number}: " + "; ".join(f"{k} {v}"
                                                       for k, v in lk.conditions.items()))
         if lk.stop:
             record["stop"] = lk.stop
+            if lk.stop == "undecidable":
+                record["stop_why"] = lk.why.get("undecidable")
         elif target >= sp.cap:
             record["stop"] = "max_cases" if sp.cap < len(sp.units) else "exhausted"
         save()
     sp = run_plan(record, ids, groups)
-    if progress:
-        progress(f"{STOPS[record['stop']].format(futility=record['futility'])} after "
-                 f"{len(sp.boundaries)} look(s): {len(sp.taken)} of {sp.n_cases} cases used, "
-                 f"{sp.not_needed} not needed")
     prog = run_progress(store, store.get_run(rid) or {"run_id": rid, "status": "running"},
                         writing=None)
+    if progress:
+        progress(f"{sp.stop_text() or STOPS[record['stop']]} after {len(sp.boundaries)} "
+                 f"look(s): {prog.counts}")
     status = "complete" if not prog.unfinished else "incomplete"
     store.update_run(rid, status=status,
                      finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
     total_calls = store.count_distinct_calls(rid)
     n = len(sp.taken)
-    return RunResult(rid, status, n, prog.unfinished, calls, hits, time.monotonic() - t0,
-                     plan.comparison_kind, round(total_calls / n, 2) if n else 0.0)
-
+    return _result(prog, status, provider_calls=calls, cache_hits=hits,
+                   seconds=time.monotonic() - t0, comparison_kind=plan.comparison_kind,
+                   calls_per_case=round(total_calls / n, 2) if n else 0.0)

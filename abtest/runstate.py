@@ -41,6 +41,15 @@ def state_of(store: Store, run: Mapping[str, Any],
         return status if status in STATES else "incomplete"
     if writing is False:   # not given (a caller over many runs asks the store once)
         writing = store.writing_runs()
+    if writing is None or run["run_id"] in writing:
+        return "running"
+    # Not among the runs a live process writes. A writer stores a run's end before it leaves
+    # that set (and joins it before it stores "running": Store.update_run), so a run that
+    # ended between our two reads shows its end here; one still "running" has no writer.
+    now = store.get_run(run["run_id"]) or run
+    if now["status"] != "running":
+        return now["status"] if now["status"] in STATES else "incomplete"
+    writing = store.writing_runs()   # a resume by another process may have begun meanwhile
     return "running" if writing is None or run["run_id"] in writing else "interrupted"
 
 
@@ -82,8 +91,12 @@ def _name(judge: str, subject: str) -> str:
 
 @dataclass(frozen=True)
 class RunProgress:
-    """A run's state and its cases: `finished` in the run's case order, `reasons` for every
-    unfinished case (up to three each), `started` (an answer stored) and `errored` counts."""
+    """A run's state and its counts, the one model every surface reads (docs/DESIGN.md, "A
+    run's counts"): `n_cases` the fixture's cases; `case_ids` the cases the run does (all of
+    them, or a sequential run's taken so far) and `finished` those finished, in order;
+    `reasons` for every unfinished one (up to three each); `started` (an answer stored) and
+    `errored` counts. A sequential run also has `n_used` (cases taken so far), and once it
+    has stopped `n_not_needed` (the fixture's cases it never needed) and `stop` (why)."""
 
     run_id: str
     state: RunState
@@ -93,15 +106,26 @@ class RunProgress:
     started: int
     errored: int
     waiting: dict[str, str] = field(default_factory=dict)   # case -> provider batch still out
-    not_needed: int = 0     # a sequential run's cases it never took (docs/STATISTICS.md §11)
+    n_cases: int = -1        # the fixture's cases (-1: as many as case_ids)
+    n_used: int | None = None          # a sequential run's cases taken so far
+    n_not_needed: int | None = None    # a stopped sequential run's cases never taken
+    stop: str | None = None            # why a sequential run stopped (sequential.STOPS)
 
-    @property
-    def n_cases(self) -> int:
-        return len(self.case_ids)
+    def __post_init__(self) -> None:
+        if self.n_cases < 0:
+            object.__setattr__(self, "n_cases", len(self.case_ids))
 
     @property
     def n_finished(self) -> int:
         return len(self.finished)
+
+    @property
+    def not_needed(self) -> int:
+        return self.n_not_needed or 0
+
+    @property
+    def sequential(self) -> bool:
+        return self.n_used is not None
 
     @property
     def unfinished(self) -> list[str]:
@@ -112,20 +136,37 @@ class RunProgress:
         return self.state == "complete"
 
     @property
-    def line(self) -> str:
-        """"interrupted: 16 of 30 cases finished, 2 with an error" — what every surface says."""
-        out = f"{self.state}: {self.n_finished} of {self.n_cases} cases finished"
+    def counts(self) -> str:
+        """"16 of 30 cases finished", or a sequential run's "60 of 120 used, 60 not needed
+        (futility)": the count every surface prints beside the state."""
+        if not self.sequential:
+            out = f"{self.n_finished} of {self.n_cases} cases finished"
+        else:
+            used = self.n_used or 0
+            if self.n_not_needed is not None:   # stopped: what it used and did not need
+                out = f"{used} of {self.n_cases} used"
+                if self.n_finished < used:
+                    out = (f"{self.n_finished} of the {used} cases used finished (of "
+                           f"{self.n_cases})")
+                out += f", {self.n_not_needed} not needed ({self.stop})"
+            else:
+                out = (f"{self.n_finished} of {used} cases taken so far finished, of "
+                       f"{self.n_cases} (sequential)")
         if self.errored:
             out += f", {self.errored} with an error"
-        if self.not_needed:
-            out += f" ({self.not_needed} more not needed: a sequential run)"
         return out
+
+    @property
+    def line(self) -> str:
+        """"interrupted: 16 of 30 cases finished, 2 with an error" — what every surface says."""
+        return f"{self.state}: {self.counts}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"state": self.state, "n_cases": self.n_cases, "finished": self.n_finished,
                 "started": self.started, "errored": self.errored,
-                "not_started": max(self.n_cases - self.started, 0),
-                "not_needed": self.not_needed, "line": self.line}
+                "not_started": max(len(self.case_ids) - self.started, 0),
+                "n_used": self.n_used, "not_needed": self.n_not_needed, "stop": self.stop,
+                "counts": self.counts, "line": self.line}
 
 
 def run_case_ids(run: Mapping[str, Any], cases: Mapping[str, Any] | None,
@@ -165,14 +206,16 @@ def run_progress(store: Store, run: Mapping[str, Any], *,
         judges = json.loads(run.get("config_json") or "{}").get("judges") or []
     conformance = bool(info.get("conformance_rubric"))
     ids = run_case_ids(run, cases, gens)
-    not_needed = 0
+    n_cases = len(ids)
+    seq_counts: dict[str, Any] = {}
     if info.get("sequential") and cases:   # only the cases it took are the run's
         from .sequential import plan_for_run
 
         seq = plan_for_run(run, cases)
         if seq is not None:
             ids = sorted(seq.taken)
-            not_needed = len(cases) - len(ids)
+            seq_counts = {"n_used": len(ids), "stop": seq.stop,
+                          "n_not_needed": n_cases - len(ids) if seq.stop else None}
 
     answers: dict[str, set[str]] = defaultdict(set)
     reasons: dict[str, list[str]] = defaultdict(list)
@@ -228,7 +271,8 @@ def run_progress(store: Store, run: Mapping[str, Any], *,
     if state == "complete" and len(finished) < len(ids):
         state = "incomplete"   # stored as complete by an older abtest, or a case left behind
     return RunProgress(rid, state, ids, finished, {c: r[:3] for c, r in reasons.items()},
-                       len(started & set(ids)), len(errored & set(ids)), waiting, not_needed)
+                       len(started & set(ids)), len(errored & set(ids)), waiting, n_cases,
+                       **seq_counts)
 
 
 def _case_from_rows(made: Mapping[tuple[str, str], Any]) -> dict[str, Any]:

@@ -361,14 +361,21 @@ def taken_cases(units: Sequence[Sequence[str]], n_units: int) -> list[str]:
 
 def replay(units: Sequence[Sequence[str]], boundaries: Sequence[int],
            diffs: Mapping[str, Mapping[str, float]], groups: Mapping[str, str] | None, cfg, *,
-           family: Sequence[str], cap: int | None = None) -> list[Look]:
+           family: Sequence[str], cap: int | None = None,
+           known: Sequence[Look] = ()) -> list[Look]:
     """Every look of a sequential run, recomputed from its stored judgments: `boundaries`
     are the units taken at each look. The runner (after each look) and the report (at any
-    time) call this one function, so both tell the same looks."""
+    time) call this one function, so both tell the same looks. `known`: the first looks as
+    this function gave them before (the runner's, look by look): a finished look's cases
+    never change, so they are kept, not computed again."""
     looks: list[Look] = []
     prev = None
     n_star = max(1.0, (cap or len(units)) / 2)   # tightest halfway through what it may take
     for k, n_units in enumerate(boundaries, 1):
+        if k <= len(known) and known[k - 1].units == n_units:
+            prev = known[k - 1]
+            looks.append(prev)
+            continue
         lk = look(k, taken_cases(units, n_units), diffs, groups, cfg, family=family,
                   n_star=n_star, previous=prev)
         looks.append(lk)
@@ -381,6 +388,8 @@ def replay(units: Sequence[Sequence[str]], boundaries: Sequence[int],
 STOPS = {"decision": "stopped for a decision: every condition of the claim is decided",
          "futility": "stopped for futility: faithfulness B − A is shown to lie within "
                      "±{futility}",
+         "undecidable": "stopped undecided: a condition of the claim cannot be measured on "
+                        "this fixture",
          "exhausted": "ran out of cases: the fixture is used up",
          "max_cases": "reached max_cases"}
 
@@ -411,7 +420,9 @@ class RunPlan:
     def stop_text(self) -> str | None:
         if self.stop is None:
             return None
-        return STOPS.get(self.stop, self.stop).format(futility=self.record.get("futility"))
+        text = STOPS.get(self.stop, self.stop).format(futility=self.record.get("futility"))
+        why = self.record.get("stop_why")   # an undecided run's own reason
+        return f"{text} ({why})" if why else text
 
 
 def new_record(settings, case_ids: Sequence[str], groups: Mapping[str, str] | None) -> dict:
@@ -464,12 +475,95 @@ def judgment_map(judg: Sequence[Mapping]) -> dict:
 
 def replay_run(plan: RunPlan, finished: Sequence[str], judg: Sequence[Mapping],
                cases: Mapping[str, Mapping], groups: Mapping[str, str] | None, cfg,
-               judges: Sequence[str]) -> list[Look]:
+               judges: Sequence[str], known: Sequence[Look] = ()) -> list[Look]:
     """A stored sequential run's finished looks, from its judgments: what the runner decides
     on after each look and what its report shows."""
     from .sizing import holm_family
 
     answerable = {cid: bool(cases.get(cid, {}).get("answerable", True)) for cid in finished}
     diffs = case_differences(finished, judgment_map(judg), answerable)
-    return replay(plan.units, plan.boundaries, diffs, groups, cfg, family=holm_family(judges),
-                  cap=plan.cap)
+    looks = replay(plan.units, plan.boundaries, diffs, groups, cfg, family=holm_family(judges),
+                   cap=plan.cap, known=known)
+    mark_undecidable(looks, plan, cases, judges, cfg)
+    return looks
+
+
+# a condition with eligible cases taken but no unit measured after this many looks stops the
+# run undecided (e.g. every pair so far lacked a faithfulness score on one side)
+UNDECIDABLE_LOOKS = 3
+
+CONDITION_NAMES = {"faithfulness": "faithfulness", "drop_bound": "faithfulness (its worst-case "
+                   "bound)", "coverage": "coverage", "abstention_answerable": "refusals on "
+                   "answerable cases", "abstention_unanswerable": "correct abstention on "
+                   "unanswerable cases"}
+
+
+def eligible_cases(cases: Mapping[str, Mapping], judges: Sequence[str]) -> dict[str, set[str]]:
+    """Per condition, the fixture's cases that can measure it at all: coverage needs an
+    answerable case with key points or a reference answer and the coverage judge, the
+    abstention conditions their kind of case and the abstention judge, faithfulness its
+    judge. A condition with none can never hold, so neither can the claim."""
+    js = set(judges)
+    ans = {cid for cid, c in cases.items() if c.get("answerable", True) is not False}
+    out: dict[str, set[str]] = {m: set() for m in CONDITION_NAMES}
+    if "faithfulness" in js:
+        out["faithfulness"] = out["drop_bound"] = set(cases)
+    if "coverage" in js:
+        out["coverage"] = {cid for cid in ans if cases[cid].get("key_points")
+                           or str(cases[cid].get("reference_answer") or "").strip()}
+    if "abstention" in js:
+        out["abstention_answerable"] = ans
+        out["abstention_unanswerable"] = set(cases) - ans
+    return out
+
+
+def undecidable_reason(lk: Look, number: int, taken: Sequence[str],
+                       eligible: Mapping[str, set[str]], cfg) -> str | None:
+    """Why the claim can never be decided from here, or None: a condition the fixture cannot
+    measure at all (no case of its kind, its judge off, or fewer cases of its kind in the
+    whole fixture than its non-inferiority margin needs), or one measured on no unit after
+    UNDECIDABLE_LOOKS looks that took cases of its kind. The run stops then (it can license
+    nothing however many cases it takes), rather than spending the fixture."""
+    from .sizing import min_n_binary_noninferiority
+
+    margins = getattr(cfg, "margins", None)
+    floors = {"coverage": getattr(margins, "coverage", None),
+              "abstention_answerable": getattr(margins, "abstention_answerable", None),
+              "abstention_unanswerable": getattr(margins, "abstention_unanswerable", None)}
+    for name, label in CONDITION_NAMES.items():
+        pool = eligible.get(name) or set()
+        if not pool:
+            what = {"coverage": "no answerable case with key points or a reference answer "
+                                "(or the coverage judge is off)",
+                    "abstention_answerable": "no answerable case (or the abstention judge "
+                                             "is off)",
+                    "abstention_unanswerable": "no unanswerable case (or the abstention judge "
+                                               "is off)"}.get(name, "its judge is off")
+            return f"{label} cannot be measured: the fixture has {what}"
+        margin = floors.get(name)
+        floor = min_n_binary_noninferiority(margin, cfg.alpha) if margin else None
+        if floor and len(pool) < floor:
+            return (f"{label}: the fixture has {len(pool)} such cases; non-inferiority at "
+                    f"margin {margin} needs at least {floor}")
+        seq = lk.sequences.get(name)
+        took = sum(1 for cid in taken if cid in pool)
+        if number >= UNDECIDABLE_LOOKS and took and seq is not None and seq.n == 0:
+            return (f"{label} was measured on 0 of the {took} such cases taken over {number} "
+                    "looks (no pair had a score on both sides)")
+    return None
+
+
+def mark_undecidable(looks: list[Look], plan: RunPlan, cases: Mapping[str, Mapping],
+                     judges: Sequence[str], cfg) -> None:
+    """Stop, at the first look where it applies, a run whose claim cannot be decided
+    (`undecidable_reason`): its `stop` is "undecidable" and `why["undecidable"]` says why.
+    A look that decided (or stopped for futility) keeps its own stop."""
+    eligible = eligible_cases(cases, judges)
+    for k, lk in enumerate(looks, 1):
+        if lk.stop is not None:
+            return
+        why = undecidable_reason(lk, k, taken_cases(plan.units, plan.boundaries[k - 1]),
+                                 eligible, cfg)
+        if why is not None:
+            lk.stop, lk.why["undecidable"] = "undecidable", why
+            return

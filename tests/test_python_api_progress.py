@@ -129,3 +129,57 @@ def test_review_export_reports_its_stages_and_writes_the_pack_the_cli_writes(pro
         assert (tmp_path / "api" / name).read_text() == (tmp_path / "cli" / name).read_text()
     assert f"{pack['n_items']} items to label" in r.stderr
     assert f"abtest review import {h.run_id} FILE" in r.stderr
+
+
+def test_a_notebook_without_ipywidgets_gets_text_bars_and_no_iprogress_warning(
+        project, capfd, monkeypatch):
+    """tqdm.auto in a kernel without ipywidgets warns "IProgress not found" and falls back to
+    text: abtest takes the text bar itself, with no warning (ipywidgets is the `notebook`
+    extra)."""
+    import importlib.util
+    import sys
+    import types
+    import warnings
+
+    real = importlib.util.find_spec
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "ipywidgets" else real(name, *a))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        h = abtest.run("fixtures/small", "variants/a.yaml", "variants/b.yaml", run_id="nb")
+    assert h.status == "complete"
+    assert not [w for w in caught if "IProgress" in str(w.message)]
+    err = capfd.readouterr().err
+    assert "IProgress" not in err and re.search(r"run: 100%", err), err[-400:]
+
+
+def test_a_sequential_run_fills_one_bar_over_its_cases_with_the_look_in_its_name(
+        tmp_path, monkeypatch):
+    from abtest.progress import Bars
+    from fakes import many_cases
+
+    install(Brain())
+    monkeypatch.chdir(make_project(tmp_path / "s", many_cases(60)))
+    seen: list[tuple] = []
+
+    class Watched(Bars):
+        def step(self, stage, done, total, stats=None, desc=None):
+            seen.append((stage, done, total, desc))
+            super().step(stage, done, total, stats, desc=desc)
+
+        def close(self):
+            self.kept = dict(self.bars)
+            super().close()
+
+    bars = Watched("run")
+    h = abtest.run("fixtures/small", "variants/a.yaml", "variants/b.yaml", sequential=True,
+                   progress=bars)
+    assert h.status == "complete"
+    assert list(bars.bars) == ["run"]                     # one bar, not one per look
+    assert {t for _, _, t, _ in seen} == {60}             # over every case it may take
+    looks = [d for _, _, _, d in seen]
+    assert looks[0] == "run (look 1)" and len(set(looks)) == h.report().sequential.looks_done
+    dones = [d for _, d, _, _ in seen]
+    assert dones == sorted(dones) and dones[-1] == h.result.n_used   # it counts on, look to look
+

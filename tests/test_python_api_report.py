@@ -50,7 +50,7 @@ def test_a_notebook_shows_a_glance_under_2_kb_and_repr_is_one_short_line(real):
         if not r["claim"]["licensed"]:
             assert r["claim"]["reasons"][0][:60] in text
         assert f"Gate: {r['gate']['decision']}" in " ".join(text.split()).replace("**", "")
-        assert f"{r['n_finished']}/{r['n_cases']} cases finished" in text
+        assert f"{r['n_finished']} of {r['n_cases']} cases finished" in text
         assert f"{r['groups']['n_groups']} groups" in text
         # every main metric with A and B as the report has them
         rows = _rows(r)
@@ -64,7 +64,7 @@ def test_a_notebook_shows_a_glance_under_2_kb_and_repr_is_one_short_line(real):
     rp = repr(rep)
     assert len(rp) < 300 and "\n" not in rp
     assert f"run='{r['run_id']}'" in rp and f"status='{r['status']}'" in rp
-    assert f"gate='{r['gate']['decision']}'" in rp and f"cases={r['n_finished']}/{r['n_cases']}" in rp
+    assert f"gate='{r['gate']['decision']}'" in rp and f"cases='{r['n_finished']} of {r['n_cases']} cases finished'" in rp
 
 
 def _cli(p, *args):

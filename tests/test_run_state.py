@@ -218,6 +218,8 @@ def test_stopped_run_is_told_the_same_everywhere_and_resumes_from_anywhere(
         assert proc.returncode == (130 if sig == "SIGINT" else 143), err
         assert stored == "stopped", err
         assert f"run {rid} stopped ({sig})" in err
+        # the last lines give the store's count, not the per-case lines'
+        assert f"finished work is saved ({count} of {N} cases finished" in err, err[-600:]
     if point == "before_complete":
         assert count == N   # every case judged; only the run's end was not reached
     if point in ("mid_generation", "after_generation"):
@@ -233,13 +235,13 @@ def test_stopped_run_is_told_the_same_everywhere_and_resumes_from_anywhere(
     assert len(rep["unfinished_cases"]) == N - count
     assert rep["metrics"] == {} and not rep["claim"]["licensed"]
     md = runner.invoke(cli, ["report", rid, "--format", "md"]).stdout
-    assert f"- Status: **{state}** — {count}/{N} cases finished" in md
+    assert f"- Status: **{state}** — {count} of {N} cases finished" in md
     html = runner.invoke(cli, ["report", rid, "--format", "html"]).stdout
-    assert re.search(rf"<strong>{state}</strong> — {count}/{N} cases finished", html)
+    assert re.search(rf"<strong>{state}</strong> — {count} of {N} cases finished", html)
     if count < N and rep["progress"]["judged"].get("faithfulness"):
         assert "No metric was measured" not in html and "metrics-progress" in html
     gh = runner.invoke(cli, ["report", rid, "--format", "github"]).stdout
-    assert f"{state}, {count}/{N} cases" in gh
+    assert f"{state}: {count} of {N} cases finished" in gh
     # the gate: INCOMPLETE for every state but complete
     assert runner.invoke(cli, ["gate", rid]).exit_code == 3
     # abtest runs
@@ -262,7 +264,7 @@ def test_stopped_run_is_told_the_same_everywhere_and_resumes_from_anywhere(
     assert f"{state}: {count} of {N} cases finished" in page
     listing = client.get("/").text
     assert re.search(rf'class="status-{state}">{state}<', listing)
-    assert f"{count} of {N} finished" in listing
+    assert f"{count} of {N} cases finished" in listing
     # compare: only cases finished in both runs are lined up (here the run with itself)
     from abtest.history import compare_runs
     from abtest.store import Store
@@ -282,6 +284,9 @@ def test_stopped_run_is_told_the_same_everywhere_and_resumes_from_anywhere(
     hint = printed.group(1) if printed else \
         re.search(r"\(`([^`]*--resume[^`]*)`\)", rep["estimates_withheld"]).group(1)
     assert "--config" in hint and str(proj) in hint
+    # `abtest runs` prints it whole, on a line of its own; the list and the report agree
+    assert f"  {hint}" in runner.invoke(cli, ["runs"]).stdout.splitlines()
+    assert row["resume"] == rep["resume"] == hint and row["gate"] == "INCOMPLETE"
     elsewhere = baseline["root"] / f"elsewhere-{point}-{sig}"
     elsewhere.mkdir()
     saved = saved_calls(store_path)

@@ -28,9 +28,9 @@ def unit_order(ids: list[str], _groups: None, seed: int) -> list[list[str]]:
 
 @pytest.fixture
 def proj(tmp_path, monkeypatch):
-    def make(n: int, brain: Brain | None = None):
+    def make(n: int, brain: Brain | None = None, cases=None):
         b = install(brain or Brain())
-        p = make_project(tmp_path / "p", many_cases(n))
+        p = make_project(tmp_path / "p", cases or many_cases(n))
         monkeypatch.chdir(p)
         return p, b
     return make
@@ -79,7 +79,9 @@ def test_a_decided_run_stops_at_the_first_look_and_calls_nothing_more(proj):
     assert (seq["stop"], seq["looks_done"], seq["cases_used"]) == ("decision", 1, 20)
     assert seq["looks"][0]["conditions"]["abstention_answerable"] == "fails"
     assert asked(b) == first                  # the 80 cases not taken were never asked
-    assert rep["n_cases"] == 20 and rep["progress"]["not_needed"] == 80
+    assert (rep["n_cases"], rep["n_used"], rep["n_not_needed"]) == (100, 20, 80)
+    assert rep["progress"]["not_needed"] == 80
+    assert rep["progress"]["counts"] == "20 of 100 used, 80 not needed (decision)"
     assert not rep["claim"]["licensed"]
     assert seq["calls_saved"] == round(rep["calls"]["calls_per_case"] * 80)
 
@@ -99,17 +101,97 @@ def test_equal_variants_stop_for_futility(proj):
     assert rep["claim"]["licensed"] is False
     md = CliRunner().invoke(cli, ["report", h.run_id]).stdout
     assert "## Sequential run" in md and "Stopped for futility" in md
+    # looks are incremental: a later look never sends an earlier look's case again, not even
+    # to the cache (the store logs a cache hit as a row of its own). Each case's answers and
+    # pairwise verdicts were asked once; only claim checks A and B share within a case may
+    # come from the cache.
+    assert len(seq["looks"]) >= 3
+    rows = call_rows(p, h.run_id)
+    per: dict[tuple, int] = {}
+    for r in rows:
+        key = (r["case_id"], r["purpose"], r["cached"])
+        per[key] = per.get(key, 0) + 1
+    taken = set(taken_cases(units, last["units"]))
+    assert {c for c, _, _ in per} == taken
+    for cid in taken:
+        assert (per[(cid, "generate:A", False)], per[(cid, "generate:B", False)],
+                per[(cid, "judge:pairwise", False)]) == (1, 1, 2)
+    assert {p_ for _, p_, cached in per if cached} <= {"judge:verify"}
+
+
+def call_rows(p, run_id: str) -> list[dict]:
+    from abtest.store import Store
+
+    st = Store(p / "results" / "abtest.duckdb", read_only=True)
+    try:
+        return st.query("SELECT case_id, purpose, cached FROM llm_calls WHERE run_id = ?",
+                        [run_id])
+    finally:
+        st.close()
+
+
+# margins a 30-case fixture can decide at (8 unanswerable cases; the floor at 0.3 is 7)
+LOOSE = {"margins": {"coverage": 0.3, "abstention_answerable": 0.3,
+                     "abstention_unanswerable": 0.3}}
 
 
 def test_a_small_fixture_runs_out_and_max_cases_caps_it(proj):
     p, b = proj(30)
-    h = run()
+    h = run(config={**fake_config(), **LOOSE})
     seq = report(h.run_id)["sequential"]
     assert (seq["stop"], [lk["units"] for lk in seq["looks"]]) == ("exhausted", [20, 30])
     assert seq["cases_not_needed"] == 0 and len(asked(b)) == 30
-    h2 = run(sequential={"max_cases": 25, "seed": 7})
-    seq2 = report(h2.run_id)["sequential"]
+    h2 = run(sequential={"max_cases": 25, "seed": 7}, config={**fake_config(), **LOOSE})
+    rep2 = report(h2.run_id)
+    seq2 = rep2["sequential"]
     assert (seq2["stop"], seq2["cases_used"], seq2["seed"]) == ("max_cases", 25, 7)
+    assert rep2["progress"]["counts"] == "25 of 30 used, 5 not needed (max_cases)"
+
+
+def fake_config() -> dict:
+    import yaml
+
+    from fakes import CONFIG
+
+    return yaml.safe_load(CONFIG)
+
+
+def test_a_fixture_that_cannot_measure_a_condition_stops_undecided_at_once(proj):
+    """No unanswerable case: correct abstention on them can never be shown, so neither can
+    the claim; the run stops at its first look and says why, not after every case."""
+    from abtest.shapes import Case, Chunk
+
+    cases = [Case(id=f"q{i:03d}", question=f"What is fact number {i}?", answerable=True,
+                  corpus_version="v1", retriever="test", reference_answer=f"fact {i}",
+                  context=[Chunk(id=f"c{i}", text=f"Fact number {i} is that {i} is a number.")])
+             for i in range(100)]
+    proj(0, cases=cases)
+    h = run()
+    rep = report(h.run_id)
+    seq = rep["sequential"]
+    assert (seq["stop"], seq["looks_done"], seq["cases_used"]) == ("undecidable", 1, 20)
+    assert "no unanswerable case" in seq["stop_text"]
+    assert seq["looks"][0]["why"]["undecidable"].startswith("correct abstention on unanswerable")
+    assert rep["progress"]["counts"] == "20 of 100 used, 80 not needed (undecidable)"
+    assert not rep["claim"]["licensed"]
+
+
+def test_a_condition_measured_on_no_pair_stops_the_run_after_three_looks(proj):
+    """Both variants decline every question: faithfulness has no pair with a score on both
+    sides, look after look; the run stops undecided at the third look (not at the end)."""
+    brain = Brain()
+    brain.generate = lambda messages: REFUSAL   # type: ignore[method-assign]
+    p, b = proj(200, brain)
+    h = run()
+    rep = report(h.run_id)
+    seq = rep["sequential"]
+    assert (seq["stop"], seq["looks_done"], seq["cases_used"]) == ("undecidable", 3, 60)
+    assert [lk["sequences"]["faithfulness"]["n"] for lk in seq["looks"]] == [0, 0, 0]
+    assert seq["looks"][-1]["why"]["undecidable"] == (
+        "faithfulness was measured on 0 of the 60 such cases taken over 3 looks (no pair had a "
+        "score on both sides)")
+    assert all(lk["stop"] is None for lk in seq["looks"][:2])
+    assert len(asked(b)) == 60
 
 
 def test_a_stopped_run_resumes_at_its_unfinished_look_in_the_same_order(proj):
@@ -201,6 +283,20 @@ def test_the_view_and_the_html_report_show_the_looks_in_a_browser(proj, tmp_path
                 guide = float(page.locator("#sequence-plot-abstention_answerable line.guide")
                               .get_attribute("y1"))
                 assert guide < zero
+                # the margin line says what it is, the axes have ticks, the chart the page's width
+                chart = page.locator("#sequence-plot-abstention_answerable")
+                assert chart.locator("text.guide-label").text_content() == "margin +0.05"
+                assert page.locator("#sequence-plot text.guide-label").all_text_contents() == \
+                    ["futility +0.05", "futility −0.05"]
+                ticks = page.locator("#sequence-plot text.tick-y").all_text_contents()
+                assert len(ticks) >= 3 and "0" in ticks
+                xs = [int(t) for t in page.locator("#sequence-plot text.tick-x")
+                      .all_text_contents()]
+                assert xs[0] == 0 and xs == sorted(xs) and xs[-1] <= looks[-1]["units"]
+                width = page.locator("#sequence-plot").evaluate(
+                    "e => e.getBoundingClientRect().width / e.closest('section')"
+                    ".getBoundingClientRect().width")
+                assert width > 0.95, width
                 rows = page.locator("#sequential table.looks tbody tr")
                 assert rows.count() == len(looks)
                 assert rows.nth(len(looks) - 1).inner_text().split("\t")[1] == \
@@ -211,3 +307,48 @@ def test_the_view_and_the_html_report_show_the_looks_in_a_browser(proj, tmp_path
             assert page.locator("#sequence-plot").count() == 1
         finally:
             browser.close()
+
+
+def test_an_early_stopped_runs_counts_are_the_same_on_every_surface(proj):
+    """One count model (runstate.RunProgress): the fixture's cases, those used, those not
+    needed and why, said alike by the runner, `abtest runs`, the runs list, the run page and
+    its progress endpoint, the report in every format, list_runs(), get_run() and Report."""
+    import re
+
+    from starlette.testclient import TestClient
+
+    from abtest.view.app import create_app
+
+    p, b = proj(100)
+    h = run(sequential={"max_cases": 40})
+    want = "40 of 100 used, 60 not needed (max_cases)"
+    assert (h.result.n_cases, h.result.n_used, h.result.n_not_needed) == (100, 40, 60)
+    assert h.result.line == f"complete: {want}"
+    r = CliRunner()
+    rep = report(h.run_id)
+    assert (rep["n_cases"], rep["n_finished"], rep["n_used"], rep["n_not_needed"]) == \
+        (100, 40, 40, 60)
+    assert rep["progress"]["counts"] == want and rep["sequential"]["cases_not_needed"] == 60
+    assert f"- Status: **complete** — {want}" in r.invoke(cli, ["report", h.run_id]).stdout
+    html = r.invoke(cli, ["report", h.run_id, "--format", "html"]).stdout
+    assert f"<strong>complete</strong> — {want}" in html
+    assert f"complete: {want}" in r.invoke(cli, ["report", h.run_id, "--format",
+                                                 "github"]).stdout
+    table = r.invoke(cli, ["runs"]).stdout
+    assert re.search(rf"{h.run_id}\s+frozen\s+complete\s+{re.escape(want)}", table), table
+    rows = json.loads(r.invoke(cli, ["runs", "--format", "json"]).stdout)
+    for row in (rows[0], abtest.list_runs()[0]):
+        assert (row["n_cases"], row["n_finished"], row["n_used"], row["n_not_needed"],
+                row["counts"]) == (100, 40, 40, 60, want)
+    got = abtest.get_run(h.run_id)
+    assert (got.result.n_cases, got.result.n_used, got.result.n_not_needed,
+            got.result.counts) == (100, 40, 60, want)
+    typed = abtest.report(h.run_id)
+    assert (typed.n_cases, typed.n_used, typed.n_not_needed, typed.progress.counts) == \
+        (100, 40, 60, want)
+    client = TestClient(create_app(p / "results" / "abtest.duckdb"))
+    assert want in client.get("/").text
+    assert f"complete — {want}" in client.get(f"/runs/{h.run_id}").text
+    prog = client.get(f"/runs/{h.run_id}/progress").json()
+    assert (prog["n_cases"], prog["n_used"], prog["not_needed"], prog["counts"]) == \
+        (100, 40, 60, want)

@@ -128,8 +128,9 @@ def report(path: Path, run_id: str) -> dict:
 
 
 @contextmanager
-def served(path: Path):
-    """`abtest view` on the store, in a thread: its URL."""
+def served(path: Path, poll_ms: int | None = None):
+    """`abtest view` on the store, in a thread: its URL (`poll_ms`: how often its pages ask
+    whether a run moved; the view's own default when None)."""
     from abtest.view.app import serve
 
     box, ready = {}, threading.Event()
@@ -138,7 +139,8 @@ def served(path: Path):
         box.update(url=url, srv=srv)
         ready.set()
 
-    t = threading.Thread(target=serve, args=(path,), kwargs={"on_ready": on_ready}, daemon=True)
+    kw = {"on_ready": on_ready, **({"poll_ms": poll_ms} if poll_ms is not None else {})}
+    t = threading.Thread(target=serve, args=(path,), kwargs=kw, daemon=True)
     t.start()
     assert ready.wait(30)
     try:

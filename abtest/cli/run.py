@@ -140,7 +140,7 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
     res = run(fixture, a_path, b_path, config=lc, run_id=run_id, resume=resume,
               retry_errors=retry_errors, progress=progress, max_cost_usd=max_cost, shard=shard,
               batch=batch, wait=not no_wait).result   # the run's summary is kept with it
-    progress(f"{res.status}: {res.n_cases} cases, {res.provider_calls} provider calls, "
+    progress(f"{res.line}; {res.provider_calls} provider calls, "
               f"{res.cache_hits} cache hits, {res.calls_per_case} LLM calls per case, "
               f"{res.seconds:.1f} s")
     if res.comparison_kind == "pipeline_change":

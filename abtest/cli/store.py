@@ -61,7 +61,11 @@ def runs(ctx, fmt):
         return
     from tabulate import tabulate
 
-    table = [[r["run_id"], r["kind"], r["status"], f"{r.get('n_finished', '?')} of {r['n_cases']}",
+    table = [[r["run_id"], r["kind"], r["status"],
+              r.get("counts") or f"{r.get('n_finished', '?')} of {r['n_cases']} cases finished",
               r.get("gate") or "—", (r.get("claim") or "")[:90]] for r in rows]
-    click.echo(tabulate(table, headers=["run", "kind", "state", "finished", "gate", "claim"],
+    click.echo(tabulate(table, headers=["run", "kind", "state", "cases", "gate", "claim"],
                         disable_numparse=True))
+    for r in rows:   # whole, on a line of its own: a command is pasted, never read cut
+        if r.get("resume"):
+            click.echo(f"\nresume {r['run_id']} ({r['status']}):\n  {r['resume']}")

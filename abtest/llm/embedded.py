@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import os
 import threading
+from contextlib import contextmanager
 from functools import lru_cache
 
 from ..errors import UserError
@@ -88,21 +89,71 @@ def _server():
     return _SERVER
 
 
+# the event that stops the calls this thread makes (the gateway's: set on Ctrl-C or SIGTERM)
+_STOP = threading.local()
+
+
+class Interrupted(RuntimeError):
+    """The call was stopped part-way (the run is stopping): it has no answer."""
+
+
+@contextmanager
+def stopped_by(event: threading.Event):
+    """Calls made in this thread inside the block stop at their next token once `event` is
+    set: a call on this model takes 1–2 minutes on two cores, far longer than a stop (Ctrl-C,
+    SIGTERM) may wait. A call begun after the event was set stops at its first token."""
+    before = getattr(_STOP, "event", None)
+    _STOP.event = event
+    try:
+        yield
+    finally:
+        _STOP.event = before
+
+
 def chat(req: dict) -> dict:
-    """OpenAI-shaped chat completion from the embedded model."""
+    """OpenAI-shaped chat completion from the embedded model. It is streamed internally, so
+    `interrupt()` can stop it between tokens; the answer is the same text, token for token,
+    as the unstreamed call gives (the response cache keys do not change)."""
     body = {"messages": req["messages"], "max_tokens": int(req.get("max_tokens") or 256),
             "temperature": float(req.get("temperature") or 0.0), "cache_prompt": False,
-            "seed": int(req.get("seed") or 0)}
+            "seed": int(req.get("seed") or 0), "stream": True,
+            "stream_options": {"include_usage": True}}
     if req.get("response_format"):
         body["response_format"] = req["response_format"]
-    out = _server().handle_chat_completions(body)
-    if not isinstance(out, dict) or "choices" not in out:
-        err = out.get("error") if isinstance(out, dict) else out
-        raise RuntimeError(f"embedded model error: {err}")
-    out = dict(out)
-    out.pop("timings", None)
-    out["model"] = model_id()
-    return out
+    stop = getattr(_STOP, "event", None)
+    parts: list[str] = []
+    last: dict = {}
+    finish: list[str | None] = [None]
+    errors: list[object] = []
+
+    def take(chunk: object) -> bool:   # True stops the generation
+        if not isinstance(chunk, dict):
+            errors.append(chunk)
+            return True
+        if "error" in chunk:
+            errors.append(chunk["error"])
+            return True
+        last.update({k: v for k, v in chunk.items() if k != "choices"})
+        for ch in chunk.get("choices") or []:
+            parts.append((ch.get("delta") or {}).get("content") or "")
+            finish[0] = ch.get("finish_reason") or finish[0]
+        return stop is not None and stop.is_set()
+
+    if stop is not None and stop.is_set():
+        raise Interrupted("embedded model call not started: the run is stopping")
+    out = _server().handle_chat_completions(body, take)
+    if isinstance(out, dict) and "error" in out:
+        errors.append(out["error"])
+    if stop is not None and stop.is_set():
+        raise Interrupted("embedded model call interrupted: the run is stopping")
+    if errors or finish[0] is None:
+        raise RuntimeError(f"embedded model error: {errors[0] if errors else 'no answer'}")
+    return {"id": last.get("id", "embedded"), "object": "chat.completion",
+            "created": last.get("created", 0), "model": model_id(),
+            "system_fingerprint": last.get("system_fingerprint"),
+            "choices": [{"index": 0, "finish_reason": finish[0],
+                         "message": {"role": "assistant", "content": "".join(parts)}}],
+            "usage": last.get("usage") or {}}
 
 
 def count_tokens(messages: list[dict]) -> int | None:

@@ -16,12 +16,13 @@ from __future__ import annotations
 import random
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import IncompleteError
 from ..shapes import ModelSpec
-from .provider import (LLMResult, Wire, call_hash, call_kwargs, describe_for, error_headers,
+from .provider import (LOCAL_PREFIX, LLMResult, Wire, call_hash, call_kwargs, describe_for, error_headers,
                        get_litellm, is_in_process, rate_limit_kind, register_providers,
                        response_headers, result_from, retry_after, retryable, shown_base,
                        unreachable_cause, wire_call, wire_slot_installed)
@@ -103,8 +104,19 @@ class Gateway:
         self._stopping = threading.Event()
 
     def stop(self) -> None:
-        """From now on every call raises `Stopping` before it reaches the provider."""
+        """From now on every call raises `Stopping` before it reaches the provider; a call to
+        the embedded model already under way stops at its next token (its case stays
+        unfinished: nothing of it is stored)."""
         self._stopping.set()
+
+    def _stops(self, spec: ModelSpec):
+        """A call to the embedded model stops at its next token when this gateway stops (it
+        runs in this thread, under litellm); any other call ends as its provider answers."""
+        if spec.model.startswith(LOCAL_PREFIX):
+            from .embedded import stopped_by
+
+            return stopped_by(self._stopping)
+        return nullcontext()
 
     def unreachable(self) -> ProviderUnreachable | None:
         """The first model found unreachable (its calls now fail at once), if any."""
@@ -294,11 +306,15 @@ class Gateway:
                 self.stats.by_purpose[purpose] = self.stats.by_purpose.get(purpose, 0) + 1
                 if self.stats.first_request is None:
                     self.stats.first_request = time.time()
-            with wire_call(wire):
+            with wire_call(wire), self._stops(spec):
                 try:
+                    if self._stopping.is_set():   # stopped while it waited for its turn
+                        raise Stopping()
                     resp = litellm.completion(**kw)
                     exc = None
                 except Exception as e:  # classified below
+                    if self._stopping.is_set():   # cut short by the stop: no answer, no error
+                        raise Stopping() from None
                     resp, exc = None, e
             if wire_slot_installed() and wire.seen != on_wire:
                 with self._stats_lock:  # learn (or unlearn) that this model's calls use the wire slot

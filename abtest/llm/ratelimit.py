@@ -729,7 +729,9 @@ class Limiter:
             now = self.clock.now()
             self._prune(now)
             span = min(MINUTE, now - self.first_sent) if self.first_sent is not None else 0.0
-            per_min = MINUTE / span if span > 1.0 else 0.0
+            # over the last minute, or since the first call; a first second counts as a whole
+            # one (calls made in a burst still count: never "0 req/min" after calls were made)
+            per_min = MINUTE / max(span, 1.0) if self.first_sent is not None else 0.0
             sources = {self.source(k) for k in KINDS} - {None}
             source = next((s for s in ("set", "headers", "429s") if s in sources), None)
             return {"model": self.name, "in_flight": self.in_flight, "concurrency": self.cap,
@@ -752,8 +754,8 @@ def status_line(s: dict) -> str:
     how = {"set": f"limits set: {limits}", "headers": f"from the provider's headers: {limits}",
            "429s": f"learned from its 429s: {limits}",
            None: "adaptive: no limit known yet"}[s["source"]]
-    line = (f"{s['model']}: {s['in_flight']} in flight (at most {s['concurrency']}), "
-            f"{s['requests_per_min']:,} req/min, "
+    line = (f"{s['model']}: {s['requests']:,} calls so far, {s['in_flight']} in flight (at "
+            f"most {s['concurrency']}), {s['requests_per_min']:,} req/min, "
             f"{s['tokens_per_min']:,} tok/min, {s['waits']:,} waits on the limit")
     if s["rate_limited"]:
         line += f", {s['rate_limited']:,} answered 429"

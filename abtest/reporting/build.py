@@ -138,8 +138,9 @@ def _build_report(store, run_id: str, config=None) -> dict:
     report = {
         "schema_version": SCHEMA_VERSION, "run_id": run_id, "kind": run["kind"],
         "status": status, "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "created_at": _plain(run["created_at"]), "n_cases": len(all_ids),
-        "n_finished": len(finished), "unfinished_cases": unfinished,
+        "created_at": _plain(run["created_at"]), "n_cases": prog.n_cases,
+        "n_finished": len(finished), "n_used": prog.n_used, "n_not_needed": prog.n_not_needed,
+        "unfinished_cases": unfinished,
         "unfinished_reasons": {cid: _with_batch_hint(prog.reasons[cid], run_id)
                                for cid in unfinished},
         "progress": _progress_block(prog, jv, judges),
@@ -173,7 +174,7 @@ def _build_report(store, run_id: str, config=None) -> dict:
     if status != "complete":
         from ..runs import resume_hint
 
-        done = f"{len(finished)} of {len(all_ids)} cases finished"
+        done = prog.counts
         if status == "running":   # never told to resume: a second writer
             report["estimates_withheld"] = (
                 f"running: {done}; no metric, p-value or interval is shown until every case "
@@ -184,6 +185,7 @@ def _build_report(store, run_id: str, config=None) -> dict:
             report["estimates_withheld"] = (
                 f"{status} run: {len(unfinished)} case(s) unfinished ({done}); no metric, "
                 f"p-value or interval is shown until every case is finished (`{hint}`)")
+            report["resume"] = hint
             incomplete_reason = (f"{status} run: {len(unfinished)} case(s) unfinished; nothing "
                                  f"is estimated until it is complete (`{hint}`)")
     report["judge_noise"] = _judge_noise(judg, cfg) if status == "complete" else None
@@ -322,6 +324,16 @@ def _models(store, run: dict) -> dict:
                       "drift": drifted([run["judge_model"]])}}
 
 
+# what a reader of the looks needs to know: each bound is valid at every look at once, which
+# the fixed-N intervals of the report's metrics (computed as if the cases had been fixed in
+# advance) are not; the claim is decided on the last look, never on the fixed-N figures
+SEQUENTIAL_NOTE = ("anytime-valid: each interval, bound and p-value of a look holds at every "
+                   "look at once, so the run could stop at whichever look decided without "
+                   "inflating its error; the fixed-N figures in the metrics above are "
+                   "computed as if the cases used had been fixed in advance, and the claim "
+                   "is decided on the last look's conditions, not on them")
+
+
 def _sequential_block(run: dict, cases: dict, finished: list[str], judg: list, groups,
                       cfg, judges, report: dict) -> tuple[dict | None, Any]:
     """A sequential run's looks (recomputed from its judgments: sequential.replay_run), why
@@ -338,19 +350,22 @@ def _sequential_block(run: dict, cases: dict, finished: list[str], judg: list, g
     calls = report.get("calls") or {}
     per_case = calls.get("calls_per_case")
     cost = (calls.get("cost_usd") or {}).get("total")
+    # what stopping saved is known once it has stopped: before, the cases not taken yet may
+    # still be needed (runstate.RunProgress.n_not_needed, the one count)
+    not_needed = plan.not_needed if plan.stop else None
     block = {
         "seed": plan.record.get("seed"), "look_units": plan.record.get("look"),
         "futility": plan.record.get("futility"), "max_cases": plan.record.get("max_cases"),
         "margins": cfg.margins.model_dump(),
         "stop": plan.stop, "stop_text": plan.stop_text(), "looks_done": len(looks),
         "units_total": len(plan.units), "units_used": units_used,
-        "cases_total": plan.n_cases, "cases_used": used, "cases_not_needed": plan.not_needed,
-        "calls_saved": round(per_case * plan.not_needed) if per_case else None,
-        "cost_saved_usd": round(cost / used * plan.not_needed, 6) if cost and used else None,
+        "cases_total": plan.n_cases, "cases_used": used, "cases_not_needed": not_needed,
+        "calls_saved": round(per_case * not_needed) if per_case and not_needed is not None
+        else None,
+        "cost_saved_usd": round(cost / used * not_needed, 6)
+        if cost and used and not_needed is not None else None,
         "looks": [lk.as_dict() for lk in looks],
-        "note": ("anytime-valid: every interval and p-value here holds at whatever look it is "
-                 "read, so they are wider than fixed-N ones on the same cases (the report's "
-                 "metrics); the claim rests on the last look's"),
+        "note": SEQUENTIAL_NOTE,
     }
     return block, (looks[-1] if looks else None)
 

@@ -48,7 +48,7 @@ def _header(r: dict) -> str:
     groups = f", {grp['n_groups']} groups" if grp.get("n_groups") is not None else ""
     v = r.get("variants") or {}
     return (f"run {clip(r.get('run_id'), 60)} ({r.get('status')}): "
-            f"{r.get('n_finished')}/{r.get('n_cases')} cases finished{groups}; "
+            f"{notes.counts(r)}{groups}; "
             f"A = {clip((v.get('a') or {}).get('name'), 40)}, "
             f"B = {clip((v.get('b') or {}).get('name'), 40)}")
 
@@ -113,6 +113,6 @@ def short_repr(r: dict) -> str:
     """`repr(report)`: which run, its state, the claim and the gate, in one short line."""
     c = r.get("claim") or {}
     return (f"<abtest Report run={clip(r.get('run_id'), 60)!r} status={r.get('status')!r} "
-            f"cases={r.get('n_finished')}/{r.get('n_cases')} "
+            f"cases={notes.counts(r)!r} "
             f"claim={'licensed' if c.get('licensed') else 'withheld'} "
             f"gate={(r.get('gate') or {}).get('decision')!r}>")

@@ -477,15 +477,19 @@ SEQUENCE_METRICS = (("faithfulness", "Faithfulness B − A", "futility"),
 
 def sequences(seq: dict, margins: dict | None = None) -> list[dict]:
     """One chart per claim metric that has an interval: faithfulness with ±futility, the
-    non-inferiority metrics with their margin (the side the condition reads)."""
+    non-inferiority metrics with their margin (the side the condition reads), each guide
+    labelled with what it is."""
     out = []
     for metric, title, guide in SEQUENCE_METRICS:
         if guide == "futility":
             fut = _num((seq or {}).get("futility")) or 0.0
-            lines = [fut, -fut] if fut else []
+            lines = [(fut, f"futility +{num(fut, 2)}"), (-fut, f"futility −{num(fut, 2)}")] \
+                if fut else []
         else:
             m = _num((margins or {}).get(guide))
-            lines = [] if m is None else [m if guide == "abstention_answerable" else -m]
+            lines = [] if m is None else [(m, f"margin +{num(m, 2)}")
+                                          if guide == "abstention_answerable"
+                                          else (-m, f"margin −{num(m, 2)}")]
         g = sequence(seq, metric, lines)
         if g["points"]:
             g["title"] = title
@@ -493,11 +497,12 @@ def sequences(seq: dict, margins: dict | None = None) -> list[dict]:
     return out
 
 
-def sequence(seq: dict, metric: str = "faithfulness", guides: list[float] | None = None
-             ) -> dict:
+def sequence(seq: dict, metric: str = "faithfulness",
+             guides: list[tuple[float, str]] | None = None) -> dict:
     """The sequence chart's geometry: per look (x: groups taken) the metric's anytime-valid
-    interval (a band) and its estimate (a line), the zero line and the guide lines (±futility,
-    or the margin); `points` is empty before the first look with an interval."""
+    interval (a band) and its estimate (a line); the y axis with ticks and gridlines, the zero
+    line, the x axis with ticks, and the labelled guide lines (±futility, or the margin);
+    `points` is empty before the first look with an interval. Its width follows the page."""
     pts = []
     for lk in (seq or {}).get("looks") or []:
         s = ((lk.get("sequences") or {}).get(metric) or {})
@@ -508,14 +513,16 @@ def sequence(seq: dict, metric: str = "faithfulness", guides: list[float] | None
     out: dict[str, Any] = {"points": pts, "metric": metric}
     if not pts:
         return out
-    W, H, left, right, top, bottom = 640, 260, 64, 24, 20, 40
+    W, H, left, right, top, bottom = 1000, 280, 70, 130, 16, 44
     if guides is None:
         fut = _num((seq or {}).get("futility")) or 0.0
-        guides = [fut, -fut] if fut else []
-    lo = min([p["lo"] for p in pts] + guides + [0.0])
-    hi = max([p["hi"] for p in pts] + guides + [0.0])
-    pad = max(hi - lo, 0.1) * 0.06
-    lo, hi = lo - pad, hi + pad
+        guides = [(fut, f"futility +{num(fut, 2)}"), (-fut, f"futility −{num(fut, 2)}")] \
+            if fut else []
+    values = [g for g, _ in guides]
+    lo = float(min([p["lo"] for p in pts] + values + [0.0]))
+    hi = float(max([p["hi"] for p in pts] + values + [0.0]))
+    step = _nice_step(max(hi - lo, 0.1))
+    lo, hi = math.floor(lo / step - 0.25) * step, math.ceil(hi / step + 0.25) * step
     x_max = max(p["units"] for p in pts) or 1
 
     def sx(u: float) -> float:
@@ -524,6 +531,12 @@ def sequence(seq: dict, metric: str = "faithfulness", guides: list[float] | None
     def sy(v: float) -> float:
         return top + (hi - v) / (hi - lo) * (H - top - bottom)
 
+    nd = _decimals(step)
+    first = round(lo / step)
+    y_ticks = [{"y": sy(k * step), "label": num(k * step, nd, signed=True) if k else "0"}
+               for k in range(first, min(round(hi / step), first + 40) + 1)]
+    x_step = max(1, int(_nice_step(x_max)))
+    x_ticks = [{"x": sx(u), "label": str(u)} for u in range(0, x_max + 1, x_step)]
     for p in pts:
         p.update(x=sx(p["units"]), y=sy(p["d"]), ylo=sy(p["lo"]), yhi=sy(p["hi"]),
                  tip=f"look {p['look']}, {p['units']} groups: B − A = "
@@ -532,7 +545,8 @@ def sequence(seq: dict, metric: str = "faithfulness", guides: list[float] | None
     band = ([f"{p['x']:.1f},{p['yhi']:.1f}" for p in pts]
             + [f"{p['x']:.1f},{p['ylo']:.1f}" for p in reversed(pts)])
     out.update(W=W, H=H, left=left, right=W - right, top=top, bottom=H - bottom,
-               zero=sy(0.0), guides=[sy(g) for g in guides],
+               zero=sy(0.0), guides=[{"y": sy(g), "label": label} for g, label in guides],
+               y_ticks=y_ticks, x_ticks=x_ticks,
                band=" ".join(band), line=" ".join(f"{p['x']:.1f},{p['y']:.1f}" for p in pts),
                y_lo=lo, y_hi=hi, x_max=x_max, colour=C_B)
     return out

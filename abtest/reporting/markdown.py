@@ -94,7 +94,7 @@ def render_markdown(report: Report) -> str:
         add(f"> **{r['demo_judge']}**")
         add("")
     add(f"- Evaluation date: {r['generated_at'][:10]} (run created {str(r['created_at'])[:19]})")
-    add(f"- Status: **{r['status']}** — {r['n_finished']}/{r['n_cases']} cases finished")
+    add(f"- Status: **{r['status']}** — {notes.counts(r)}")
     add(f"- Variants: A = `{r['variants']['a']['name']}` (sha256 {r['variants']['a']['sha256'][:12]}), "
         f"B = `{r['variants']['b']['name']}` (sha256 {r['variants']['b']['sha256'][:12]})")
     add(f"- Git commit: {r.get('git_commit') or 'n/a (not a git repository)'}")
@@ -251,6 +251,10 @@ def render_markdown(report: Report) -> str:
             add(f"  - context `{ch['id']}`: {cell(ch['text'], 400)}")
     add("")
     add("## Remediation backlog")
+    basis = notes.backlog_basis(r)
+    if basis:
+        add("")
+        add(f"_{basis}_")
     add("")
     if r["remediation"]:
         add(_text_table([[x["priority"], x["item"], x["likely_cause"], x["remedy"]]

@@ -609,14 +609,15 @@ class Sequential(_Part):
     max_cases: Optional[int]
     margins: dict[str, float] = Field(default_factory=dict, description="the margins the "
                                       "non-inferiority conditions were decided at")
-    stop: Optional[Literal["decision", "futility", "exhausted", "max_cases"]]
+    stop: Optional[Literal["decision", "futility", "undecidable", "exhausted", "max_cases"]]
     stop_text: Optional[str]
     looks_done: int
     units_total: int
     units_used: int
     cases_total: int
     cases_used: int
-    cases_not_needed: int
+    cases_not_needed: Optional[int] = Field(description="cases it never took; None until it "
+                                                        "stops")
     calls_saved: Optional[int] = Field(description="calls per case × cases not needed")
     cost_saved_usd: Num = Field(description="cost per case × cases not needed")
     looks: list[SequentialLook]
@@ -628,12 +629,21 @@ class Progress(_Part):
     counts; never an estimate."""
 
     state: Literal["running", "interrupted", "stopped", "incomplete", "complete"]
-    n_cases: int
+    n_cases: int = Field(description="the fixture's cases")
     finished: int
     started: int
     errored: int
-    not_started: int
-    not_needed: int = Field(0, description="a sequential run's cases it never took")
+    not_started: int = Field(description="cases the run does (a sequential run: taken so far) "
+                                         "with no answer yet")
+    n_used: Optional[int] = Field(None, description="a sequential run's cases taken so far; "
+                                                    "None for any other run")
+    not_needed: Optional[int] = Field(None, description="a stopped sequential run's cases it "
+                                                        "never took (n_cases − n_used); None "
+                                                        "before it stops and for other runs")
+    stop: Optional[str] = Field(None, description="why a sequential run stopped")
+    counts: str = Field(description="the counts as every surface prints them, e.g. '16 of 30 "
+                                    "cases finished' or '60 of 120 used, 60 not needed "
+                                    "(futility)'")
     line: str
     judged: dict[str, int] = Field(description="per judge, cases it judged without error "
                                                "(both sides where it has two)")
@@ -648,8 +658,11 @@ class Report(_Whole):
     status: Literal["running", "interrupted", "stopped", "incomplete", "complete"]
     generated_at: str
     created_at: Optional[str]
-    n_cases: int
+    n_cases: int = Field(description="the fixture's cases (a sequential run's too, taken or not)")
     n_finished: int
+    n_used: Optional[int] = Field(None, description="a sequential run's cases taken so far")
+    n_not_needed: Optional[int] = Field(None, description="a stopped sequential run's cases it "
+                                                          "never took")
     unfinished_cases: list[str]
     unfinished_reasons: dict[str, list[str]]
     progress: Optional[Progress] = Field(None, description="the run's state and what exists so "
@@ -680,6 +693,9 @@ class Report(_Whole):
     budget: Optional[BudgetInfo] = Field(None, description="present when the run had a budget")
     estimates_withheld: Optional[str] = Field(None, description="present on an incomplete "
                                                                 "run only")
+    resume: Optional[str] = Field(None, description="the command that continues an unfinished "
+                                  "run (interrupted, stopped or incomplete; never a running "
+                                  "one: that would start a second writer)")
     judge_noise: Optional[JudgeNoise] = None
     ppi: Optional[PPI] = Field(None, description="present once a human label is imported")
     golden: Optional[Golden] = None

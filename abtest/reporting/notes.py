@@ -131,6 +131,23 @@ def frozen_vs_live_cases(cc: dict) -> Sentence:
                  "the metric's value in both.")
 
 
+def counts(r: dict) -> str:
+    """The run's counts as every surface prints them (runstate.RunProgress.counts): "16 of 30
+    cases finished", or a stopped sequential run's "60 of 120 used, 60 not needed
+    (futility)"; a report from before the counts were kept says finished of all."""
+    got = _d(r.get("progress")).get("counts")
+    return str(got) if got else f"{num(r.get('n_finished'))} of {num(r.get('n_cases'))} " \
+        "cases finished"
+
+
+def backlog_basis(r: dict) -> str | None:
+    """What an unfinished run's remediation backlog rests on (None for a complete run)."""
+    if r.get("status") == "complete":
+        return None
+    return (f"From the {num(r.get('n_finished'))} finished case(s) only ({counts(r)}): it "
+            "grows as the rest finish, and no item in it is an estimate for the run.")
+
+
 def progress_so_far(r: dict, what: str) -> Sentence | None:
     """On an unfinished run, where a section would say "none measured": what exists so far,
     as counts (never an estimate). None on a complete run or a report without progress."""
@@ -140,8 +157,8 @@ def progress_so_far(r: dict, what: str) -> Sentence | None:
     judged = _d(p.get("judged"))
     done = ", ".join(f"{k} {num(v)}" for k, v in judged.items()) or "none"
     return (strong(f"{p.get('state')}:"),
-            ("", f" {num(p.get('finished'))} of {num(p.get('n_cases'))} cases finished, "
-                 f"{num(p.get('started'))} with answers; cases judged so far: {done}. "
+            ("", f" {counts(r)}, {num(p.get('started'))} with answers; cases judged so "
+                 f"far: {done}. "
                  f"{what} wait until every case is finished."))
 
 
@@ -340,11 +357,16 @@ def sequential_lines(seq: dict) -> list[Sentence]:
         saved.append(f"about {s['calls_saved']} calls")
     if s.get("cost_saved_usd") is not None:
         saved.append(f"about ${s['cost_saved_usd']:.4f}")
-    out.append(plain(f"Used {s.get('cases_used')} of {s.get('cases_total')} cases "
-                     f"({s.get('units_used')} of {s.get('units_total')} groups); "
-                     f"{s.get('cases_not_needed')} not needed"
-                     + (f", saving {' and '.join(saved)} against the whole fixture"
-                        if saved and s.get("cases_not_needed") else "") + "."))
+    if s.get("cases_not_needed") is None:   # still looking: what is not taken may be needed
+        out.append(plain(f"Taken so far: {s.get('cases_used')} of {s.get('cases_total')} cases "
+                         f"({s.get('units_used')} of {s.get('units_total')} groups at the "
+                         "last look)."))
+    else:
+        out.append(plain(f"Used {s.get('cases_used')} of {s.get('cases_total')} cases "
+                         f"({s.get('units_used')} of {s.get('units_total')} groups); "
+                         f"{s.get('cases_not_needed')} not needed"
+                         + (f", saving {' and '.join(saved)} against the whole fixture"
+                            if saved and s.get("cases_not_needed") else "") + "."))
     out.append(plain(str(s.get("note") or "")))
     return out
 

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from ..store import Store
     from .model import LiveReport, Report
 
-SUMMARY_VERSION = 2   # 2: every reason, the pairwise counts and faithfulness B − A with its CI
+SUMMARY_VERSION = 3   # 2: every reason, the pairwise counts and faithfulness B − A with its
+#                       CI; 3: the run's counts (runstate) and its resume command
 
 
 def state_of(run: dict, labels_state: tuple | None) -> str:
@@ -49,6 +50,10 @@ def summarize_json(rep: dict) -> dict[str, Any]:
             "gate": (rep.get("gate") or {}).get("decision") or "—",
             "resolved": ", ".join(gen.get("resolved") or []),
             "n_finished": rep.get("n_finished"), "status": rep.get("status"),
+            "n_cases": rep.get("n_cases"), "n_used": rep.get("n_used"),
+            "n_not_needed": rep.get("n_not_needed"),
+            "counts": (rep.get("progress") or {}).get("counts"),
+            "resume": rep.get("resume"),
             "pairwise": {k: pw.get(k) for k in ("b_wins", "a_wins", "no_preference", "n")}
             if pw else None,
             "faithfulness": {k: faith.get(k) for k in ("difference", "ci_low", "ci_high",

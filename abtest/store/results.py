@@ -344,6 +344,8 @@ class Store:
         row = dict(row)
         row.setdefault("created_at", _now())
         row.setdefault("status", "running")
+        if row["status"] == "running":   # among the runs written before it reads "running"
+            self._note_status(row["run_id"], "running")
         self._insert("runs", row)
         self._note_status(row["run_id"], row["status"])
 
@@ -354,6 +356,11 @@ class Store:
     def update_run(self, run_id: str, **fields: Any) -> None:
         sets = ", ".join(f"{k} = ?" for k in fields)
         values = [*fields.values(), run_id]
+        # the one order a reader relies on (runstate.state_of): a run joins the set of runs
+        # this process writes before its row says "running", and its row says how it ended
+        # before it leaves the set, so no reader finds "running" with no writer behind it
+        if fields.get("status") == "running":
+            self._note_status(run_id, "running")
         self._write([lambda con: con.execute(f"UPDATE runs SET {sets} WHERE run_id = ?", values)])
         self._note_status(run_id, fields.get("status"))
 

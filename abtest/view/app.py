@@ -48,9 +48,14 @@ def case_href(base: str, case_id: object, qs: str = "") -> str:
     return f"{base}/cases/{q}{qs}"
 
 
-def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
+POLL_MS = 2000   # how often a page of a run that may still move asks whether it did
+
+
+def create_app(store_path: str | Path, hosts: frozenset[str] | None = None,
+               poll_ms: int = POLL_MS):
     """The ASGI app for one results store; `hosts` are the Host headers it answers (None:
-    the loopback names on any port, for an app not bound by serve())."""
+    the loopback names on any port, for an app not bound by serve()); `poll_ms` how often
+    its pages ask whether a run moved."""
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.middleware import Middleware
@@ -69,6 +74,7 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
 
     env.globals["asset_version"] = hashlib.sha256(b"".join(body_of.values())).hexdigest()[:12]
     env.globals["case_href"] = case_href
+    env.globals["poll_ms"] = int(poll_ms)
     # forms that write (review labels) carry this, so another site cannot post to the view
     import secrets
 
@@ -123,16 +129,28 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
             store.close()
         return JSONResponse(out)
 
+    async def states(request):
+        """Every run's version (data.versions): the runs page redraws the rows that moved
+        (not under /runs/: a run may be named "states")."""
+        from starlette.responses import JSONResponse
+
+        store = open_store()
+        try:
+            out = data.versions(store)
+        finally:
+            store.close()
+        return JSONResponse(out, headers={"Cache-Control": "no-store"})
+
     def run_and_progress(request):
-        """The run, where it is (progress), and its report unless it is running (a running
-        run's page shows progress only: nothing is estimated, nothing to build)."""
+        """The run, where it is (progress), and its report: a running run's too, whose page
+        shows what exists so far (counts, its sequential looks, never an estimate)."""
         from ..runs import load_run
 
         store = open_store()
         try:
             run = load_run(store, request.path_params["run_id"])
             prog = data.progress(store, run)
-            rep = None if prog["state"] == "running" else data.report_of(store, run)
+            rep = data.report_of(store, run)
         except UserError as exc:
             raise HTTPException(404, exc.line()) from None
         finally:
@@ -169,7 +187,7 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
         # figures
         return page("run.html", run=run, rep=rep, prog=prog, licensed=licensed, claim=claim,
                     incidents=inc, threshold=threshold,
-                    fixture=data.fixture_counts(run) if rep is None else None)
+                    fixture=data.fixture_counts(run) if prog["state"] != "complete" else None)
 
     async def progress(request):
         from starlette.responses import JSONResponse
@@ -184,8 +202,9 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
             raise HTTPException(404, exc.line()) from None
         finally:
             store.close()
-        return JSONResponse({k: prog[k] for k in ("state", "line", "finished", "errored",
-                                                  "started", "n_cases")},
+        return JSONResponse({k: prog[k] for k in ("state", "line", "counts", "finished",
+                                                  "errored", "started", "n_cases", "n_used",
+                                                  "not_needed", "version")},
                             headers={"Cache-Control": "no-store"})
 
     async def report_page(request):
@@ -397,7 +416,7 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
         resp.status_code = exc.status_code
         return resp
 
-    routes = [Route("/", runs), Route("/runs/{run_id}", run_page),
+    routes = [Route("/", runs), Route("/states", states), Route("/runs/{run_id}", run_page),
               Route("/runs/{run_id}/progress", progress), Route("/runs/{run_id}/row", row),
               Route("/runs/{run_id}/report", report_page),
               Route("/runs/{run_id}/summary", summary),
@@ -447,7 +466,7 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None):
 
 
 def serve(store_path: str | Path, *, host: str = "127.0.0.1", port: int = 0,
-          on_ready=None) -> None:
+          on_ready=None, poll_ms: int = POLL_MS) -> None:
     """Bind first (port 0 picks a free one), tell `on_ready(url)`, then serve until stopped."""
     import socket
 
@@ -470,7 +489,8 @@ def serve(store_path: str | Path, *, host: str = "127.0.0.1", port: int = 0,
     sock.listen(128)  # connections made before uvicorn starts wait in the backlog
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
-    config = uvicorn.Config(create_app(store_path, hosts=allowed_hosts(host, bound)),
+    config = uvicorn.Config(create_app(store_path, hosts=allowed_hosts(host, bound),
+                                       poll_ms=poll_ms),
                             log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
     if on_ready is not None:

@@ -23,16 +23,34 @@ _SUMMARIES: dict[tuple, dict] = {}
 _LOCK = threading.Lock()
 
 
-def _state(store, run: dict) -> str:
-    """The run's state as its stored summary records it; a run stored as running also counts
-    its cases and says whether a process still writes it, so its page moves as the run does."""
+def _state(store, run: dict, p: dict[str, Any] | None = None,
+           labels: tuple | None | bool = False) -> str:
+    """The run's version: its state as its stored summary records it; a run stored as
+    running also counts its cases (`p`, counted here when not given) and says whether a
+    process still writes it. The pages ask for it (/runs/states, /runs/ID/progress) and
+    redraw whatever shows a run whose version moved: a case finished, a look taken, the run
+    ended, died, or was resumed by another process."""
     from ..reporting.summary import state_of
 
-    st = state_of(run, store.labels_state(run["run_id"]))
+    st = state_of(run, store.labels_state(run["run_id"]) if labels is False or labels is True
+                  else labels)
     if run["status"] == "running":
-        p = counts(store, run)
-        st += f"|{p['state']}|{p['started']}|{p['finished']}|{p['errored']}"
+        p = p or counts(store, run)
+        st += (f"|{p['state']}|{p['started']}|{p['finished']}|{p['errored']}|{p['n_used']}"
+               f"|{p['stop']}")
     return st
+
+
+def versions(store) -> dict[str, str]:
+    """Every run's version (`_state`), for the runs page to redraw the rows that moved."""
+    labels = store.labels_states()
+    out = {}
+    for run in store.list_runs(columns=RUN_COLUMNS):
+        rid = run["run_id"]
+        if run["status"] == "running":
+            run = store.get_run(rid) or run
+        out[rid] = _state(store, run, labels=labels.get(rid))
+    return out
 
 
 def counts(store, run: dict) -> dict[str, Any]:
@@ -50,8 +68,12 @@ def progress(store, run: dict) -> dict[str, Any]:
     writer). The state is the one rule's (runstate), computed here once."""
     from ..runs import resume_hint
 
-    out = {**counts(store, run), "hint": None, "why": ""}
+    full = run if "info_json" in run else (store.get_run(run["run_id"]) or run)
+    out = {**counts(store, full), "hint": None, "why": ""}
     state = out["state"]
+    if state not in ("running", "interrupted") and full["status"] == "running":
+        full = store.get_run(full["run_id"]) or full   # it ended between the reads
+    out["version"] = _state(store, full, out if full["status"] == "running" else None)
     if state == "interrupted":
         out["why"] = ("No process is writing it: the process that ran it stopped before the "
                       "end (killed, or the machine restarted).")
@@ -153,27 +175,45 @@ def _run_row(run: dict) -> dict[str, Any]:
             "created_at": str(run["created_at"])[:19], "fixture": run["fixture_name"],
             "corpus_version": run["corpus_version"], "a": run["variant_a_name"],
             "b": run["variant_b_name"], "generator": run["generator_model"],
-            "judge": run["judge_model"], "n_cases": run["n_cases"], "pending": False,
+            "judge": run["judge_model"], "n_cases": run["n_cases"], "counts": None,
+            "n_used": None, "n_not_needed": None, "resume": None, "pending": False,
             "licensed": False, "claim": "", "reasons": [], "resolved": "", "gate": "—",
             "pairwise": None, "faithfulness": None}
 
 
 def _with_summary(row: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
     row.update({k: summary.get(k) for k in ("licensed", "claim", "gate", "resolved",
-                                             "n_finished", "pairwise", "faithfulness")})
+                                             "n_finished", "pairwise", "faithfulness",
+                                             "counts", "n_used", "n_not_needed", "resume")})
     if summary.get("status"):   # the report's state: the one rule's, not the stored word
         row["status"] = summary["status"]
     row["reasons"] = summary.get("reasons") or ([] if summary.get("licensed")
                                                 else [summary.get("claim")])
+    if row.get("resume"):   # the command sits beside the claim (whole, wrapping), not in it
+        row["claim"] = unfinished_claim(row["status"], row.get("counts") or "")
+        row["reasons"] = [row["claim"], *row["reasons"][1:]]
     return row
 
 
-def _running_row(row: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
+def unfinished_claim(state: str, counts: str) -> str:
+    """The claim cell of an unfinished run: where it is, and that nothing is estimated."""
+    if state == "running":
+        return f"running: {counts}; no claim until every case is finished"
+    why = {"interrupted": "its process stopped before the end",
+           "stopped": "it was stopped (Ctrl-C or SIGTERM)"}.get(state, "cases are unfinished")
+    return f"{state}: {counts} ({why}); nothing is estimated until every case is finished"
+
+
+def _running_row(store, run: dict, row: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
+    """A run stored as running: running while its writer lives, else interrupted (an
+    INCOMPLETE gate, like a stopped run's, and the command that resumes it)."""
+    from ..runs import resume_hint
+
     state = p["state"]
-    row.update(status=state, n_finished=p["finished"],
-               claim=("running: no claim until every case is finished" if state == "running"
-                      else f"{state}: its process stopped before the end; resume it (the run "
-                      "page says how)"))
+    row.update(status=state, n_finished=p["finished"], counts=p["counts"], n_used=p["n_used"],
+               n_not_needed=p["not_needed"], claim=unfinished_claim(state, p["counts"]))
+    if state != "running":
+        row.update(gate="INCOMPLETE", resume=resume_hint(run))
     row["reasons"] = [row["claim"]]
     return row
 
@@ -191,8 +231,15 @@ def runs_overview(store) -> list[dict]:
         rid = run["run_id"]
         row = _run_row(run)
         if run["status"] == "running":   # counted now: its state moves as it runs, or died
-            out.append(_running_row(row, counts(store, store.get_run(rid) or run)))
-            continue
+            full = store.get_run(rid) or run
+            p = counts(store, full)
+            if p["state"] in ("running", "interrupted"):
+                row["version"] = _state(store, full, p, labels=labels.get(rid))
+                out.append(_running_row(store, full, row, p))
+                continue
+            run = store.get_run(rid) or full   # it ended between the reads: as it ended
+            row = _run_row(run)
+        row["version"] = _state(store, run, labels=labels.get(rid))
         state = state_of(run, labels.get(rid))
         summary = stored.get(rid)
         if summary is None or summary["state"] != state or "reasons" not in summary:
@@ -226,7 +273,13 @@ def run_row(store, run: dict) -> dict[str, Any]:
     """One run's row of the runs page, its summary built now if need be."""
     row = _run_row(run)
     if run["status"] == "running":
-        return _running_row(row, counts(store, run))
+        p = counts(store, run)
+        if p["state"] in ("running", "interrupted"):
+            row["version"] = _state(store, run, p)
+            return _running_row(store, run, row, p)
+        run = store.get_run(run["run_id"]) or run   # it ended between the reads: as it ended
+        row = _run_row(run)
+    row["version"] = _state(store, run)
     return _with_summary(row, summary_of(store, run))
 
 

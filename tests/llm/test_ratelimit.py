@@ -688,3 +688,19 @@ def test_a_run_with_limits_shows_each_models_rates_and_finishes(tmp_path):
         assert len(rows) > 1.3 * rpm * window / 60
         rejected = sum(r["status"] == 429 for r in rows)
         assert rejected <= max(3, 0.05 * len(rows)), (model, rejected)
+
+
+def test_the_rate_line_counts_the_calls_made_even_when_they_came_in_a_burst():
+    """64 calls answered within a second (a notebook's judge burst): the line counts them and
+    gives their rate, never "0 req/min" after calls were made."""
+    from abtest.llm.ratelimit import status_line
+
+    clock = FakeClock()
+    lim = Limiter("judge", concurrency=8, clock=clock)
+    for _ in range(64):
+        _answer(lim, tokens=100, used=100)
+        clock.t += 0.01
+    line = status_line(lim.status())
+    # 64 calls since the first, 0.64 s ago: a first second counts as a whole one
+    assert line.startswith("judge: 64 calls so far, 0 in flight (at most 8), 3,840 req/min, "
+                           "384,000 tok/min"), line

@@ -63,7 +63,7 @@ def test_runs_list_follows_a_running_run_without_a_reload(tmp_path, monkeypatch)
                 seen = set()
                 while time.time() < deadline:
                     txt = row.inner_text()
-                    m = re.search(rf"(\d+) of {n} finished", txt)
+                    m = re.search(rf"(\d+) of {n} cases finished", txt)
                     if m:
                         seen.add(int(m.group(1)))
                     if row.locator("td.status-complete").count():

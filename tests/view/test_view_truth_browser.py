@@ -389,11 +389,14 @@ def test_a_running_runs_pages_show_progress_follow_it_and_never_say_resume(tmp_p
                     "document.getElementById('progress-line').textContent); "
                     "return m && +m[1] > n; }", arg=first, timeout=60_000)
                 assert page.evaluate("window.__same") == 1
-                # the run ends: the page shows the result, and stops asking
+                # the run ends: the page shows the result in place (every section redrawn from
+                # the server, no reload), and stops asking
                 proc.wait(timeout=240)
-                page.wait_for_function("() => window.__same === undefined && "
-                                       "document.getElementById('status')", timeout=30_000)
-                assert page.inner_text("#status").startswith("complete")
+                page.wait_for_function("() => !document.getElementById('progress') && "
+                                       "document.getElementById('status').textContent"
+                                       ".startsWith('complete')", timeout=30_000)
+                assert page.evaluate("window.__same") == 1
+                assert page.locator("#gate").inner_text() in ("PASS", "FAIL")
                 assert page.locator("#progress").count() == 0
                 ended = len(polls)
                 page.wait_for_timeout(5000)
@@ -428,7 +431,8 @@ def test_an_interrupted_run_is_told_how_to_resume_and_is_not_called_running(tmp_
     row = re.search(r'<tr [^>]*>\s*<td><a class="run-link mono" href="/runs/r9">.*?</tr>',
                     client.get("/").text, re.S).group(0)
     assert 'class="status-interrupted">interrupted<' in row
-    assert "3 of 6 finished" in _text(row)
+    assert "3 of 6 cases finished" in _text(row)
+    assert "INCOMPLETE" in _text(row) and "--run-id r9 --resume" in _text(row)
 
 
 # ----------------------------------------------------------------- 13: review while a run writes

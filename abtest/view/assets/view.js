@@ -394,76 +394,142 @@
     });
   }
 
-  // ------------------------------------------------------------ a running run's pages
+  // ------------------------------------------------------------ a run that may still move
+  // A page of an unfinished run asks the server every poll_ms (body data-poll-ms) for the
+  // run's version; when it moved (a case finished, a look taken, the run ended, died, or was
+  // resumed by another process) the run page redraws its whole main (every section: counts,
+  // withheld line, sequential looks, gate, backlog) from the server, and a cases or case page
+  // follows its line and reloads once the state itself changes.
+  function pollMs() { return +document.body.dataset.pollMs || 2000; }
+
+  function redrawMain(html) {
+    var doc = new DOMParser().parseFromString(html, "text/html");
+    var fresh = doc.querySelector("main"), main = document.querySelector("main");
+    if (!fresh || !main) return;
+    main.innerHTML = fresh.innerHTML;   // the server's own escaped markup
+    initCopy();
+    following = null;   // the old follower stops; a run that may still move gets a new one
+    var box = document.querySelector("[data-progress]");
+    if (box) followProgress(box);
+  }
+
+  var following = null;
   function followProgress(box) {
     var url = box.dataset.progress;
-    var line = document.getElementById("progress-line");
+    var runPage = !!document.getElementById("claim") && !document.getElementById("case-filters");
+    var token = {};
+    following = token;
     var next = function () {
-      window.setTimeout(function () {   // at most one request every 2 s
+      window.setTimeout(function () {
+        if (following !== token) return;   // a redraw started a new follower
         fetch(url, {credentials: "same-origin", cache: "no-store"})
           .then(function (r) { return r.ok ? r.json() : null; })
           .then(function (p) {
-            if (!p) return next();
+            if (following !== token) return;
+            if (!p || p.version === box.dataset.version) return next();
+            var line = document.getElementById("progress-line");
+            if (runPage) {
+              return fetch(window.location.href, {credentials: "same-origin", cache: "no-store"})
+                .then(function (r) { return r.ok ? r.text() : null; })
+                .then(function (html) {
+                  if (following !== token) return;
+                  if (html) { redrawMain(html); if (following !== token) return; }
+                  if (following === token) next();
+                });
+            }
             if (line) line.textContent = p.line;
-            box.dataset.state = p.state;
-            if (p.state !== "running") { window.location.reload(); return; }  // ended: stop
+            if (p.state !== box.dataset.state) { window.location.reload(); return; }
+            box.dataset.version = p.version;
             next();
           }).catch(next);
-      }, 2000);
+      }, pollMs());
     };
     next();
   }
 
   // ------------------------------------------------------------ runs page: pending summaries
+  function swapRow(tr, html) {
+    var tmp = document.createElement("tbody");
+    tmp.innerHTML = html.trim();   // the row as the server renders it (escaped there)
+    var fresh = tmp.querySelector("tr");
+    if (!fresh || !tr.parentNode) return null;
+    fresh.dataset.idx = tr.dataset.idx || "";             // its place for the sort
+    fresh.classList.toggle("hidden", tr.classList.contains("hidden"));  // and filters
+    tr.parentNode.replaceChild(fresh, tr);
+    initCopy(fresh);
+    return fresh;
+  }
+
   function fillPending() {
     var todo = $all("tr[data-pending]");
     function next() {
       var tr = todo.shift();
       if (!tr) return;
       fetch(tr.dataset.row, {credentials: "same-origin"}).then(function (r) { return r.text(); })
-        .then(function (html) {
-          var tmp = document.createElement("tbody");
-          tmp.innerHTML = html.trim();   // the row as the server renders it (escaped there)
-          var fresh = tmp.querySelector("tr");
-          if (!fresh || !tr.parentNode) return;
-          fresh.dataset.idx = tr.dataset.idx || "";             // its place for the sort
-          fresh.classList.toggle("hidden", tr.classList.contains("hidden"));  // and filters
-          tr.parentNode.replaceChild(fresh, tr);
-        }).catch(function () {}).then(next);
+        .then(function (html) { swapRow(tr, html); }).catch(function () {}).then(next);
     }
     next(); next();
   }
 
-  // ------------------------------------------------------------ runs page: running runs
-  // a running run's row is asked for again every 3 s, as its own page follows it, until it
-  // is no longer running (its final row then carries its claim and gate)
-  function followRunning() {
+  // ------------------------------------------------------------ runs page: runs that move
+  // every poll_ms the page asks /states for every run's version, and redraws each row whose
+  // version moved (and adds a run started since); a row is never left saying what its run
+  // no longer is
+  function followRuns(table) {
     var busy = false;
     window.setInterval(function () {
       if (busy) return;
-      var rows = $all("tr[data-status='running'][data-row]");
-      if (!rows.length) return;
       busy = true;
-      var left = rows.length;
-      rows.forEach(function (tr) {
-        fetch(tr.dataset.row, {credentials: "same-origin", cache: "no-store"})
-          .then(function (r) { return r.ok ? r.text() : ""; })
-          .then(function (html) {
-            var tmp = document.createElement("tbody");
-            tmp.innerHTML = html.trim();
-            var fresh = tmp.querySelector("tr");
-            if (!fresh || !tr.parentNode) return;
-            fresh.dataset.idx = tr.dataset.idx || "";
-            fresh.classList.toggle("hidden", tr.classList.contains("hidden"));
-            tr.parentNode.replaceChild(fresh, tr);
-          }).catch(function () {}).then(function () { if (--left === 0) busy = false; });
+      fetch("/states", {credentials: "same-origin", cache: "no-store"})
+        .then(function (r) { return r.ok ? r.json() : {}; })
+        .then(function (states) {
+          var rows = {};
+          $all("tr[data-run]", table).forEach(function (tr) { rows[tr.dataset.run] = tr; });
+          var jobs = [];
+          Object.keys(states).forEach(function (rid) {
+            var tr = rows[rid];
+            if (tr && (tr.dataset.version === states[rid] || tr.dataset.pending)) return;
+            var url = "/runs/" + encodeURIComponent(rid) + "/row";
+            jobs.push(fetch(url, {credentials: "same-origin", cache: "no-store"})
+              .then(function (r) { return r.ok ? r.text() : ""; })
+              .then(function (html) {
+                if (!html) return;
+                if (tr) { swapRow(tr, html); return; }
+                var body = table.tBodies[0];
+                var holder = document.createElement("tr");
+                body.insertBefore(holder, body.firstChild);   // newest first
+                var fresh = swapRow(holder, html);
+                var box = document.querySelector(".filters[data-table]");
+                if (fresh && box) applySimpleFilters(box);
+                var none = document.getElementById("no-runs");
+                if (none) none.hidden = true;
+              }).catch(function () {}));
+          });
+          return Promise.all(jobs);
+        }).catch(function () {}).then(function () { busy = false; });
+    }, pollMs());
+  }
+
+  // ------------------------------------------------------------ copy buttons
+  function initCopy(root) {
+    if (!navigator.clipboard) return;
+    $all("button.copy[data-copy]", root).forEach(function (b) {
+      if (b.dataset.ready) return;
+      b.dataset.ready = "1";
+      b.hidden = false;
+      b.addEventListener("click", function () {
+        navigator.clipboard.writeText(b.dataset.copy).then(function () {
+          b.textContent = "copied";
+        }, function () { b.textContent = "select and copy"; });
       });
-    }, 3000);
+    });
   }
 
   document.addEventListener("DOMContentLoaded", function () {
     fillPending();
-    followRunning();
+    initCopy();
+    var runsTable = document.getElementById("runs-table");
+    if (runsTable) followRuns(runsTable);
     $all(".filters[data-table]").forEach(function (box) {
       if (box.id === "case-filters") return;
       box.addEventListener("input", function () { applySimpleFilters(box); });
