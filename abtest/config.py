@@ -24,6 +24,12 @@ def read_yaml(path: Path) -> object:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else None
         problem = getattr(exc, "problem", None) or "YAML syntax error"
+        if mark is not None and ("end of stream" in problem
+                                 or mark.index >= len(text.rstrip())):
+            # the text stops inside a record (an open quote, a flow list): a cut file
+            start = getattr(exc, "context_mark", None) or mark
+            raise UserError(f"the file ends mid-record (line {start.line + 1}); was it cut "
+                            "short?", file=str(path)) from None
         raise UserError(f"YAML syntax error: {problem}", file=str(path), where=where) from None
 
 
