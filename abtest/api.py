@@ -284,6 +284,7 @@ def _capture(questions: str | os.PathLike | Iterable[Question | dict],
     from .retrieval.pycall import PythonRetriever
 
     lc = _config(config)
+    same = False
     if isinstance(questions, (str, os.PathLike)):
         spec = retriever if isinstance(retriever, str) else ""
         same = spec.startswith("jsonl:") and \
@@ -303,6 +304,8 @@ def _capture(questions: str | os.PathLike | Iterable[Question | dict],
     else:
         spec = str(retriever)
         kk = k or lc.config.retriever.k or (None if spec.startswith("jsonl:") else 5)
+        if same and question_var is not None:   # a promptfoo file, its own capture input
+            retriever_options = {**retriever_options, "question_var": question_var}
         r = get_retriever(spec, base_dir=str(Path.cwd()), k=kk, **retriever_options)
     count_retrievals(r, progress, len(qs))
     return do_capture(qs, r, out=out, corpus_version=corpus_version, k=k or r.k, force=force,

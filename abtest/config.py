@@ -24,6 +24,13 @@ def read_yaml(path: Path) -> object:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else None
         problem = getattr(exc, "problem", None) or "YAML syntax error"
+        context = getattr(exc, "context", None) or ""
+        if mark is not None and "quoted scalar" in context and "end of stream" in problem:
+            # the text stops inside a quoted value: a cut file, not a typo (an unclosed
+            # bracket a person typed stays a syntax error)
+            start = getattr(exc, "context_mark", None) or mark
+            raise UserError(f"the file ends mid-record (line {start.line + 1}); was it cut "
+                            "short?", file=str(path)) from None
         raise UserError(f"YAML syntax error: {problem}", file=str(path), where=where) from None
 
 

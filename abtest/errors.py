@@ -140,3 +140,16 @@ def pydantic_error_line(exc, *, file: str, where: str | None = None) -> UserErro
     elif err.get("type") == "missing":
         msg = "required field is missing"
     return UserError(msg, file=file, where=where, field=loc or None)
+
+
+# pydantic warns once per ReadOnly item of litellm's TypedDicts as litellm loads (~144
+# lines): noise that would bury abtest's one-line error when litellm loads (in the background
+# while a run checks its inputs) on a path that then fails.
+LITELLM_IMPORT_NOISE = r"Items? .* on TypedDict class .* (is|are) using the .ReadOnly. qualifier"
+
+
+def quiet_import_warnings() -> None:
+    """Filter litellm's import noise (and only it) for the rest of the process."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=LITELLM_IMPORT_NOISE, category=UserWarning)

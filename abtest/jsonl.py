@@ -362,7 +362,8 @@ def _csv_rows(path: Path, what: str, name: str, on_raw, lists: set[str],
     except UnicodeDecodeError as exc:
         line = raw[:exc.start].count(b"\n") + 1
         raise UserError("not valid UTF-8", file=str(path), where=f"line {line}") from None
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=CSV_SUFFIXES[path.suffix.lower()])
+    delimiter = CSV_SUFFIXES[path.suffix.lower()]
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     try:
         header = next(reader, None)
         if header is None:
@@ -373,9 +374,13 @@ def _csv_rows(path: Path, what: str, name: str, on_raw, lists: set[str],
             raise UserError(f"column {dup!r} appears twice in the header", file=str(path),
                             where="line 1")
         start = reader.line_num + 1
+        records = []
         for cells in reader:
-            where = f"line {start}"
+            records.append((start, cells))
             start = reader.line_num + 1
+        _csv_cut(path, text, delimiter, len(header), records)
+        for start, cells in records:
+            where = f"line {start}"
             if not any(c.strip() for c in cells):
                 continue
             if len(cells) > len(header):
@@ -401,6 +406,26 @@ def _csv_rows(path: Path, what: str, name: str, on_raw, lists: set[str],
                         where=f"line {reader.line_num}") from None
 
 
+def _csv_cut(path: Path, text: str, delimiter: str, n_columns: int,
+             records: list[tuple[int, list[str]]]) -> None:
+    """A CSV cut mid-record is said as such, with the line its last record starts on, before
+    any cell of it is read: else the cut cell would be blamed ("not a list literal"). Cut is:
+    the text ends inside a quoted cell, or the last record has fewer cells than the header
+    and no line break ends it."""
+    if not records:
+        return
+    line, cells = records[-1]
+    ends_open = False
+    try:
+        for _ in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True):
+            pass
+    except csv.Error as exc:
+        ends_open = "unexpected end of data" in str(exc)
+    if ends_open or (len(cells) < n_columns and not text.endswith(("\n", "\r"))):
+        raise UserError(f"the file ends mid-record (line {line}); was it cut short?",
+                        file=str(path))
+
+
 # a list of passages: a cell of plain text is one passage (RAGAS and DeepEval files hold one)
 PASSAGE_COLUMNS = ("context", "contexts", "retrieved_contexts", "reference_contexts",
                    "retrieval_context")
@@ -410,6 +435,9 @@ def _list_cell(path: Path, where: str, col: str, cell: str) -> Any:
     """A list written into one CSV cell: JSON (`["a", "b"]`) or a Python literal
     (`['a', 'b']`, as pandas writes a list column); text that is neither is refused."""
     s = cell.strip()
+    if s.startswith("{") and col in PASSAGE_COLUMNS and isinstance(_literal(s), dict):
+        raise UserError("expected a list of passages (or one passage as text), got an object",
+                        file=str(path), where=where, field=col)
     if not s.startswith("[") and col in PASSAGE_COLUMNS:
         return [cell]   # one passage, as the column's own text
     if not s.startswith("["):
@@ -428,6 +456,18 @@ def _list_cell(path: Path, where: str, col: str, cell: str) -> Any:
         raise UserError(f"expected a list, got {_kind(v)}", file=str(path), where=where,
                         field=col)
     return v
+
+
+def _literal(s: str) -> Any:
+    """A cell's JSON or Python literal value, or None when it is neither."""
+    try:
+        return json.loads(s)
+    except json.JSONDecodeError:
+        pass
+    try:
+        return ast.literal_eval(s)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
 
 
 def _read_bytes(path: Path, what: str, name: str) -> bytes:

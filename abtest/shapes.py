@@ -106,6 +106,9 @@ class Question(BaseModel):
     tags: list[str] | None = None
     draft: bool | None = None
     group: str | None = None
+    meta: dict[str, Any] | None = Field(default=None, description=(
+        "the source's own labels under names abtest uses otherwise (a foreign `category`), "
+        "kept on the case's meta"))
 
     @field_validator("question")
     @classmethod
@@ -121,7 +124,7 @@ class Question(BaseModel):
 
     def golden_fields(self) -> dict[str, Any]:
         keep = ("category", "reference_answer", "key_points", "relevant_chunk_ids",
-                "expected_citations", "must_not_say", "tags", "draft", "group")
+                "expected_citations", "must_not_say", "tags", "draft", "group", "meta")
         return {k: getattr(self, k) for k in keep if getattr(self, k) is not None}
 
 

@@ -37,3 +37,26 @@ def manifest_of(p: Path, name: str) -> dict:
 def sha_id(prefix: str, q: str) -> str:
     """An id made from a question's text, as the import documents it (whitespace collapsed)."""
     return f"{prefix}-{hashlib.sha256(' '.join(q.split()).encode()).hexdigest()[:12]}"
+
+
+def refused(r, proj: Path, name: str) -> str:
+    """The one error line (after what the import said, if it got that far); nothing
+    written."""
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    errors = [x for x in r.stderr.splitlines() if x.startswith("abtest: error:")]
+    assert len(errors) == 1 and r.stderr.strip().endswith(errors[0]), r.stderr
+    assert not (proj / "fixtures" / name).exists()
+    return errors[0]
+
+
+def chunk_id(text: str) -> str:
+    """A chunk's id from its text, as an import documents it."""
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def contexts_for(p: Path, questions: list[str]) -> str:
+    """A capture file giving each question one passage (for files that hold no contexts)."""
+    (p / "ctx.jsonl").write_text("".join(json.dumps({"question": q, "contexts": [f"about {i}"]})
+                                         + "\n" for i, q in enumerate(questions)))
+    return "jsonl:ctx.jsonl"

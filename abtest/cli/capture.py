@@ -63,7 +63,8 @@ def search(index_path, query, k, fmt):
 @click.option("--trace-format", type=click.Choice(["auto", "otlp", "phoenix", "langfuse"]),
               default="auto", show_default=True, help="With --from-traces.")
 @click.option("--retriever", "spec", default=None,
-              help="local:INDEX | http(s)://URL | python:pkg.mod:fn | jsonl:FILE "
+              help="local:INDEX | http(s)://URL | python:pkg.mod:fn | jsonl:FILE (a capture "
+                   "file, or an eval set's own contexts: jsonl:QUESTIONS) "
                    "[retriever.spec in abtest.yaml].")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="fixtures/NAME")
 @click.option("--corpus-version", default=None,
@@ -142,6 +143,8 @@ def capture(ctx, questions, traces, trace_format, spec, out, corpus_version, k, 
     qs = load_questions(Path(questions), contexts_used=same, question_var=question_var,
                         answer_is=answer_is)
     opts = rc.options()  # the config's options; the command's own win
+    if same and question_var is not None:   # a promptfoo file, its own capture input
+        opts["question_var"] = question_var
     given = {"chunks_path": chunks_path, "id_field": id_field, "text_field": text_field,
              "score_field": score_field, "auth_env": auth_env, "timeout": timeout_s,
              "retries": retries}

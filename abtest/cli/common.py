@@ -135,6 +135,11 @@ class MappedErrors:
     """Invoke with the exit-code mapping: the main group, and `live`, which tests run alone."""
 
     def invoke(self, ctx):
+        from ..errors import quiet_import_warnings
+
+        # before the block below, which restores the filters it found on the way out: litellm
+        # may still be loading in the background then
+        quiet_import_warnings()
         with warnings.catch_warnings():
             from ..errors import AbtestWarning
 

@@ -33,6 +33,9 @@ LOCAL_PREFIX = "local/"
 
 
 def _setup_env() -> None:
+    from ..errors import quiet_import_warnings
+
+    quiet_import_warnings()
     # Before `import litellm`: no price-map fetch from the internet, no .env loading.
     os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

@@ -5,6 +5,9 @@ list in one cell as JSON or a Python literal, as RAGAS' `to_csv` writes it):
     {"id": "q1", "question": "...", "context": [{"id": "c1", "text": "...", "score"?: 0.8}]}
     {"question": "...", "contexts": ["chunk text", ...]}           RAGAS style
     {"user_input": "...", "retrieved_contexts": ["...", ...]}      newer RAGAS names
+An eval dataset is its own capture input (`fixtures.capture.capture_input_rows`): RAGAS,
+DeepEval, LlamaIndex and Phoenix rows, and a promptfoo config or test file, whose tests'
+`vars.context` (text, a list of text, or a `file://` text file) are the passages.
 An import keeps every context it is given, in order (k cuts only when asked: `--k` or
 `retriever.k`); a context object's other fields (title, metadata, url, …) are kept in the
 chunk's `meta`. A row's `corpus_version` (a string) is kept on its case; rows without one
@@ -34,8 +37,9 @@ class JsonlRetriever(Retriever):
     keeps_all = True
 
     def __init__(self, spec: str, path: str, *, base_dir: str, k: int | None = None,
-                 max_chars: int | None = None):
+                 max_chars: int | None = None, question_var: str | None = None):
         super().__init__(spec, k=k, max_chars=max_chars)
+        self.question_var = question_var   # a promptfoo file's question var (--question-var)
         if not path:
             raise UserError("expected jsonl:PATH to a file of captured contexts", file=spec)
         self.path = path if os.path.isabs(path) else os.path.join(base_dir, path)
@@ -53,7 +57,8 @@ class JsonlRetriever(Retriever):
 
         from ..fixtures.capture import capture_input_rows
 
-        given = capture_input_rows(Path(self.path))   # an eval dataset: its rows as questions
+        # an eval dataset (a promptfoo config too): its rows as its questions
+        given = capture_input_rows(Path(self.path), self.question_var)
         if given is None:
             given = list(read_records(self.path, "a capture file (JSONL, JSON or CSV)",
                                       name="capture file", list_fields=_LISTS,

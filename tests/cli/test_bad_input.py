@@ -282,3 +282,20 @@ def test_golden_file_not_a_list(project, tmp_path):
     g.write_text(json.dumps({"nope": 1}))
     expect_bad(["capture", str(g), "--retriever", "jsonl:x", "--out", "fixtures/new"],
                "golden.json", "not a questions file abtest knows", "this row has: nope")
+
+
+def test_an_error_after_litellm_starts_loading_is_one_line_on_stderr(project):
+    """A run starts importing litellm in the background while it checks its inputs; when a
+    check fails (here the generator's key variable is unset), the process's whole stderr is
+    the error line: litellm's import-time pydantic warnings (~144 lines) are not printed."""
+    cfg = Path("abtest.yaml")
+    cfg.write_text(cfg.read_text().replace(
+        "generator: {model: fake/gen,", "generator: {model: openai/gpt-4o-mini, "
+        "api_key_env: ABTEST_TEST_UNSET_KEY,"))
+    env = {k: v for k, v in os.environ.items() if k != "ABTEST_TEST_UNSET_KEY"}
+    out = subprocess.run([sys.executable, "-m", "abtest.cli", *RUN], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == [
+        "abtest: error: field 'generator.api_key_env': environment variable "
+        "ABTEST_TEST_UNSET_KEY is not set (API key for model openai/gpt-4o-mini)"], out.stderr
