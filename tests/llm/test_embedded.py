@@ -63,15 +63,10 @@ def test_embedded_model_is_deterministic_without_cache():
     assert a == b and a.strip()
 
 
-LONG = """\
-generator: {model: local/smollm2, temperature: 0, max_tokens: 1500}
-judge: {model: local/smollm2, temperature: 0, max_tokens: 200}
-concurrency: 1
-max_input_tokens: 2048
-store: results/abtest.duckdb
-judges: [pairwise]
-allow_self_judge: true
-"""
+# answers of up to 1,500 tokens (~15 s each on two cores), one call at a time
+LONG = (CONFIG.replace("max_tokens: 48", "max_tokens: 1500").replace("concurrency: 2",
+                                                                      "concurrency: 1")
+        .replace("judges: [pairwise, faithfulness, abstention]", "judges: [pairwise]"))
 
 
 def test_ctrl_c_stops_a_run_on_the_embedded_model_within_five_seconds(tmp_path):
