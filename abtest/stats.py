@@ -1494,7 +1494,7 @@ def paired(a: Floats, b: Floats, *, kind: str = "score", groups: Sequence | None
     if n == 0:
         return PairedResult(ci_low=None, ci_high=None, p_value=None,
                             noninferior=None if margin is None else False, method="none",
-                            notes=("no pairs",), **common)  # type: ignore[arg-type]
+                            notes=("no pairs",), **common)
     ce = effective_units(u)
     extra: dict[str, Any] = {"effective_units": ce}
     if n >= 2:
