@@ -594,7 +594,8 @@ class SequentialLook(_Part):
     why: dict[str, str]
     sequences: dict[str, dict[str, Any]] = Field(description="per metric: n units, cases, "
                                                  "mean, sd, ci_low/ci_high (two-sided), "
-                                                 "lower/upper (one-sided), always-valid p")
+                                                 "lower/upper (one-sided), always-valid p, "
+                                                 "n_star (the units its bets are tuned to)")
 
 
 class Sequential(_Part):
