@@ -29,6 +29,7 @@ Two levels:
     python scripts/validity_sim.py --quick               # a minute: small counts (CI smoke)
     python scripts/validity_sim.py --level score --score-experiments 2000
     python scripts/validity_sim.py --group-size-check    # grouped tests' size, few groups
+    python scripts/validity_sim.py --small-n             # 10–200 cases, ties, rare events
 
 It prints one table and exits 1 when a scenario misses its sound result.
 """
@@ -1002,12 +1003,19 @@ def main(argv=None) -> int:
     p.add_argument("--look", type=int, default=20, help="--sequential: units per look")
     p.add_argument("--sequential-experiments", type=int, default=1000,
                    help="--sequential: experiments for NULL and ALT (the others a fifth)")
+    p.add_argument("--small-n", action="store_true",
+                   help="the small-N family of issue 53 (tied scores, rare refusals, few groups, "
+                        "anytime looks): validity_sim_small.py")
     p.add_argument("--group-size-check", action="store_true",
                    help="only the size of the grouped tests with few groups (STATISTICS.md §10)")
     args = p.parse_args(argv)
     if args.group_size_check:
         print(group_size_check())
         return 0
+    if args.small_n:
+        import validity_sim_small as small
+
+        return small.run(200 if args.quick else 2000)
     if args.sequential:
         import validity_sim_sequential as seq
 

@@ -120,7 +120,7 @@ def continuous(metric: str, a_by: Mapping[str, float | None], b_by: Mapping[str,
     out: dict[str, Any] = {"metric": metric, "n": len(used), "dropped": dropped,
                            "n_dropped": len(a_only) + len(b_only) + len(both),
                            "a": None, "b": None, "difference": None, "ci_low": None,
-                           "ci_high": None, "conf_level": level, "test": None,
+                           "ci_high": None, "conf_level": level, "test": "paired_t",
                            "p_value": None, "p_holm": None, "significant": False,
                            "direction": None}
     # each variant over every answer it has a score for, paired or not: what an absolute bar
