@@ -116,6 +116,26 @@ def _check(cell: Cell, key: str, bar: float, above: bool) -> bool:
     return r[0] >= bar if above else r[0] <= bar
 
 
+def _met(c: Cell) -> bool:
+    """The fixed-N bars: coverage, type-I, and the non-inferiority error at the margin both
+    as decided (with its floor) and by the bound alone."""
+    return (_check(c, "cover", BARS["coverage"], True)
+            and _check(c, "type_i", BARS["type_i"], False)
+            and _check(c, "ni", BARS["ni"], False) and _check(c, "ni_raw", BARS["ni"], False))
+
+
+def _table(head: str, cells: list[Cell], row, extra=None) -> bool:
+    """One Markdown table: a row per cell and whether it meets its bars."""
+    print(head)
+    print("|" + "---|" * head.count(" | ") + "---|")
+    ok_all = True
+    for c in cells:
+        ok = _met(c) and (extra is None or extra(c))
+        ok_all &= ok
+        print(f"| {row(c)} | {'yes' if ok else '**NO**'} |")
+    return ok_all
+
+
 # --------------------------------------------------------------------------- fixed N, scores
 
 def score_cells(reps: int, seed: int) -> list[Cell]:
@@ -159,24 +179,20 @@ def score_cells(reps: int, seed: int) -> list[Cell]:
 
 
 def print_scores(cells: list[Cell]) -> bool:
-    print("| scores | truth | N | reps | CI coverage: abtest / t | share betting | type-I: abtest / t "
-          "| power: abtest / t | NI error at the margin: decision / bound alone / t | "
-          "zero-width: abtest / t | met |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    ok_all = True
-    for c in cells:
-        ok = (_check(c, "cover", BARS["coverage"], True) and _check(c, "type_i", BARS["type_i"], False)
-              and _check(c, "ni", BARS["ni"], False) and _check(c, "ni_raw", BARS["ni"], False)
-              and (c.rate("zero_width") or (0,))[0] == 0)
-        ok_all &= ok
-        zw = f"{c.counts.get('zero_width', (0, 0))[0]} / {c.counts.get('t_zero_width', (0, 0))[0]}"
-        print(f"| {c.family} | {c.truth} | {c.n} | {c.reps} | {_fmt(c.rate('cover'))} / "
-              f"{_fmt(c.rate('t_cover'))} | {_fmt(c.rate('betting'))} | "
-              f"{_fmt(c.rate('type_i'))} / {_fmt(c.rate('t_type_i'))} | "
-              f"{_fmt(c.rate('power'))} / {_fmt(c.rate('t_power'))} | "
-              f"{_fmt(c.rate('ni'))} / {_fmt(c.rate('ni_raw'))} / {_fmt(c.rate('t_ni_raw'))} | "
-              f"{zw} | {'yes' if ok else '**NO**'} |")
-    return ok_all
+    def row(c: Cell) -> str:
+        zw = (f"{c.counts.get('zero_width', (0, 0))[0]} / "
+              f"{c.counts.get('t_zero_width', (0, 0))[0]}")
+        return (f"{c.family} | {c.truth} | {c.n} | {c.reps} | {_fmt(c.rate('cover'))} / "
+                f"{_fmt(c.rate('t_cover'))} | {_fmt(c.rate('betting'))} | "
+                f"{_fmt(c.rate('type_i'))} / {_fmt(c.rate('t_type_i'))} | "
+                f"{_fmt(c.rate('power'))} / {_fmt(c.rate('t_power'))} | "
+                f"{_fmt(c.rate('ni'))} / {_fmt(c.rate('ni_raw'))} / {_fmt(c.rate('t_ni_raw'))} | "
+                f"{zw}")
+
+    return _table("| scores | truth | N | reps | CI coverage: abtest / t | share betting | "
+                  "type-I: abtest / t | power: abtest / t | NI error at the margin: decision / "
+                  "bound alone / t | zero-width: abtest / t | met |", cells, row,
+                  lambda c: (c.rate("zero_width") or (0,))[0] == 0)
 
 
 # --------------------------------------------------------------------------- rare binary events
@@ -220,19 +236,14 @@ def binary_cells(reps: int, seed: int) -> list[Cell]:
 
 
 def print_binary(cells: list[Cell]) -> bool:
-    print("| refusals (B − A, lower is better) | truth | N | reps | CI coverage (Tango) | "
-          "type-I (mid-p McNemar) | NI error at the margin: decision / betting bound alone / "
-          "Tango's 90 % limit (before) | met |")
-    print("|---|---|---|---|---|---|---|---|")
-    ok_all = True
-    for c in cells:
-        ok = (_check(c, "cover", BARS["coverage"], True) and _check(c, "type_i", BARS["type_i"], False)
-              and _check(c, "ni", BARS["ni"], False) and _check(c, "ni_raw", BARS["ni"], False))
-        ok_all &= ok
-        print(f"| {c.family} | {c.truth} | {c.n} | {c.reps} | {_fmt(c.rate('cover'))} | "
-              f"{_fmt(c.rate('type_i'))} | {_fmt(c.rate('ni'))} / {_fmt(c.rate('ni_raw'))} / "
-              f"{_fmt(c.rate('t_ni_raw'))} | {'yes' if ok else '**NO**'} |")
-    return ok_all
+    def row(c: Cell) -> str:
+        return (f"{c.family} | {c.truth} | {c.n} | {c.reps} | {_fmt(c.rate('cover'))} | "
+                f"{_fmt(c.rate('type_i'))} | {_fmt(c.rate('ni'))} / {_fmt(c.rate('ni_raw'))} / "
+                f"{_fmt(c.rate('t_ni_raw'))}")
+
+    return _table("| refusals (B − A, lower is better) | truth | N | reps | CI coverage (Tango) | "
+                  "type-I (mid-p McNemar) | NI error at the margin: decision / betting bound "
+                  "alone / Tango's 90 % limit (before) | met |", cells, row)
 
 
 # --------------------------------------------------------------------------- few groups
@@ -273,27 +284,21 @@ def cluster_cells(reps: int, seed: int) -> list[Cell]:
                 else:
                     cell.add("ni", r.noninferior)
                     cell.add("ni_raw", r.ni_limit > -MARGIN)
-            cell.counts["true"] = (true, 1)
             out.append(cell)
             print(f"  clustered {truth} G={g}: {reps} done", file=sys.stderr)
     return out
 
 
 def print_clusters(cells: list[Cell]) -> bool:
-    print("| groups (skewed scores) | truth | cases | reps | CI coverage: abtest / CR2 (before, "
-          "≥ 20 groups) | type-I: abtest / CR2 | NI error at the margin: decision / bound alone "
-          "| met |")
-    print("|---|---|---|---|---|---|---|---|")
-    ok_all = True
-    for c in cells:
-        ok = (_check(c, "cover", BARS["coverage"], True) and _check(c, "type_i", BARS["type_i"], False)
-              and _check(c, "ni", BARS["ni"], False) and _check(c, "ni_raw", BARS["ni"], False))
-        ok_all &= ok
+    def row(c: Cell) -> str:
         before = _fmt(c.rate("t_cover")) if c.n >= 20 else "no interval"
-        print(f"| {c.family} | {c.truth} | 2–8 each | {c.reps} | {_fmt(c.rate('cover'))} / "
-              f"{before} | {_fmt(c.rate('type_i'))} / {_fmt(c.rate('t_type_i'))} | "
-              f"{_fmt(c.rate('ni'))} / {_fmt(c.rate('ni_raw'))} | {'yes' if ok else '**NO**'} |")
-    return ok_all
+        return (f"{c.family} | {c.truth} | 2–8 each | {c.reps} | {_fmt(c.rate('cover'))} / "
+                f"{before} | {_fmt(c.rate('type_i'))} / {_fmt(c.rate('t_type_i'))} | "
+                f"{_fmt(c.rate('ni'))} / {_fmt(c.rate('ni_raw'))}")
+
+    return _table("| groups (skewed scores) | truth | cases | reps | CI coverage: abtest / CR2 "
+                  "(before, ≥ 20 groups) | type-I: abtest / CR2 | NI error at the margin: "
+                  "decision / bound alone | met |", cells, row)
 
 
 # --------------------------------------------------------------------------- anytime
@@ -355,16 +360,12 @@ def anytime_cells(reps: int, seed: int) -> list[Cell]:
 
 
 def print_anytime(cells: list[Cell]) -> bool:
-    print("| anytime (a look every 20 units) | truth | N | reps | error over all looks | met |")
-    print("|---|---|---|---|---|---|")
-    ok_all = True
-    for c in cells:
-        ok = _check(c, "anytime", BARS["anytime"], False)
-        ok_all &= ok
+    def row(c: Cell) -> str:
         what = "p ≤ α at some look" if c.truth == "null" else "the bound clears the margin"
-        print(f"| {c.family} | {c.truth} ({what}) | {c.n} | {c.reps} | "
-              f"{_fmt(c.rate('anytime'))} | {'yes' if ok else '**NO**'} |")
-    return ok_all
+        return f"{c.family} | {c.truth} ({what}) | {c.n} | {c.reps} | {_fmt(c.rate('anytime'))}"
+
+    return _table("| anytime (a look every 20 units) | truth | N | reps | error over all looks "
+                  "| met |", cells, row, lambda c: _check(c, "anytime", BARS["anytime"], False))
 
 
 def run(reps: int, seed: int = 53) -> int:

@@ -65,10 +65,6 @@ def group_labels(ids: list[str], groups: Mapping[str, str] | None) -> list | Non
     return None if len(set(labels)) == len(labels) else labels
 
 
-def _sizes(labels: list) -> list[int]:
-    return list(Counter(labels).values())
-
-
 def _too_few(n: int, g: int) -> str:
     return (f"too few groups: {n} cases in {g} groups; a claim needs at least {MIN_GROUPS} "
             "groups (the interval is the betting one on the group means, valid at any number "
