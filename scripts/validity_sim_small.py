@@ -50,8 +50,8 @@ def scores(z: np.ndarray, p1: float, claims: int = 4) -> np.ndarray:
 
 
 def mean_score(p1: float, shift: float) -> float:
-    """E[score(Z + shift)], Z ~ N(0, 1), by quadrature on a fine grid (to about 1e-5: the tables above were drawn
-    with a grid three times finer; no rate moves)."""
+    """E[score(Z + shift)], Z ~ N(0, 1), by quadrature on a fine grid (to about 1e-5; the
+    docs' tables were drawn on a grid three times finer, and no rate moves)."""
     x = np.linspace(-9, 9, 120_001)
     return float(np.sum(scores(x + shift, p1) * st.norm.pdf(x)) * (x[1] - x[0]))
 
