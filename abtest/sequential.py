@@ -2,29 +2,26 @@
 whenever they are read, so a run may stop as soon as the answer is known.
 
 A fixed-N p-value checked after every look and stopped when small is not a p-value any
-more (docs/STATISTICS.md §11). Here each claim metric is a stream of paired differences,
-one per *unit* (a group of cases, taken whole, in a seeded random order; a case of its own
-is its own group), and after n units it gets
+more (docs/STATISTICS.md §11). Here each claim metric is a stream of paired differences in
+[−1, 1], one per *unit* (a group of cases, taken whole, in a seeded random order; a case of
+its own is its own group), and after n units it gets the betting confidence sequence of
+Waudby-Smith & Ramdas (JRSS-B 2024) through `abtest.stats.anytime`: a two-sided sequence,
+one-sided lower and upper bounds (for non-inferiority) and an always-valid p-value, all
+valid at every look at once for any distribution on [−1, 1]. Nothing is estimated that could
+be too small: the normal mixture with an estimated σ this replaced let the "no more
+refusals" bound clear its margin in 10.5 % of runs where A never refused and B refused at
+exactly the margin (its σ̂ is tiny when discordant pairs are rare).
 
-* a two-sided **confidence sequence** from Robbins' normal mixture (Howard, Ramdas,
-  McAuliffe & Sekhon, Ann. Stat. 2021, §3.3; the mSPRT of Johari, Pekelis & Walsh, KDD
-  2017): d̄ ± σ̂/n · sqrt((n + ρ) · log((n + ρ)/(ρ α²))), and its always-valid p-value
-  p_n = min over looks of sqrt((n + ρ)/ρ) · exp(−S²/(2(n + ρ))), S = n·d̄/σ̂;
-* one-sided bounds (for non-inferiority: a lower or an upper limit alone) from the
-  one-sided (half-normal) mixture: the b with 2·sqrt(ρ/(n + ρ)) · exp(b²/(2(n + ρ))) ·
-  Φ(b/sqrt(n + ρ)) = 1/α, so d̄ − σ̂·b/n is a lower limit valid at every n at once.
-
-σ̂ is the units' standard deviation, estimated as the data come (the asymptotic confidence
-sequences of Waudby-Smith, Arnold, Wu, Howard & Ramdas, Ann. Stat. 2024), kept from zero by
-PRIOR_UNITS pseudo-units of variance PRIOR_VAR: a difference of 0–1 scores can look
-constant in a few units that happen to agree. ρ (the mixture's precision, in units) makes
-the sequence tightest near `n_star` units (Howard et al. 2021, eq. 15): abtest takes half
-the fixture's units, where a run with a real effect is expected to stop.
+The fixture's size is known before the first look, so each condition's bets are tuned to
+the units it will have if the run goes to the end (`n_stars`: every unit for faithfulness,
+the answerable units for refusals, the unanswerable ones for abstention): at the end of the
+fixture its bound is nearly the fixed-N betting bound on the same cases, and a sequential
+run licenses what a fixed-N run would nearly as often (docs/STATISTICS.md §11).
 
 The claim keeps its fixed-N rules on top (the minimum-evidence floors, at least MIN_GROUPS
 groups for a grouped metric, the drop bound, Holm over the same family, now over
 always-valid p-values, which are valid p-values at the stopping time). The measured
-error rates are in docs/STATISTICS.md §7 (`scripts/validity_sim.py --sequential`).
+error rates are in docs/STATISTICS.md §11 (`scripts/validity_sim.py --sequential`).
 """
 
 from __future__ import annotations
@@ -33,56 +30,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-PRIOR_UNITS = 2.0      # pseudo-units of ...
-PRIOR_VAR = 0.25       # ... this variance keep σ̂ off zero while few units are in
 STATES = ("holds", "fails", "open")
-
-
-def mixture_rho(n_star: float, alpha: float) -> float:
-    """The normal mixture's precision (in units) that makes the boundary tightest near
-    `n_star` units (Howard et al. 2021, eq. 15)."""
-    la = math.log(1 / alpha)
-    return max(1.0, n_star / (2 * la + math.log(1 + 2 * la)))
-
-
-def two_sided_radius(n: int, sd: float, alpha: float, rho: float) -> float:
-    """Half-width of the two-sided normal-mixture confidence sequence after n units."""
-    return sd / n * math.sqrt((n + rho) * math.log((n + rho) / (rho * alpha ** 2)))
-
-
-def mixture_p(n: int, mean: float, sd: float, rho: float) -> float:
-    """1/Λ_n for H0: the mean difference is 0 (Λ the two-sided mixture likelihood ratio)."""
-    if sd <= 0:
-        return 1.0 if mean == 0 else 0.0
-    s = n * mean / sd
-    log_lam = 0.5 * math.log(rho / (rho + n)) + s * s / (2 * (n + rho))
-    return min(1.0, math.exp(-log_lam))
-
-
-def one_sided_radius(n: int, sd: float, alpha: float, rho: float) -> float:
-    """σ̂·b/n for the one-sided (half-normal) mixture boundary b at level α."""
-    from scipy import optimize
-    from scipy.stats import norm
-
-    a = n + rho
-    target = math.log(1 / alpha)
-
-    def gap(b: float) -> float:
-        return (math.log(2) + 0.5 * math.log(rho / a) + b * b / (2 * a)
-                + float(norm.logcdf(b / math.sqrt(a))) - target)
-
-    hi = math.sqrt(a * math.log(a / (rho * alpha ** 2)))   # the two-sided boundary: above b
-    b = optimize.brentq(gap, 0.0, hi + 1e-9) if gap(hi + 1e-9) > 0 else hi
-    return sd * b / n
-
-
-def unit_sd(diffs: Sequence[float]) -> float:
-    n = len(diffs)
-    if n == 0:
-        return math.sqrt(PRIOR_VAR)
-    mean = sum(diffs) / n
-    ss = sum((d - mean) ** 2 for d in diffs)
-    return math.sqrt((ss + PRIOR_UNITS * PRIOR_VAR) / (n - 1 + PRIOR_UNITS))
 
 
 @dataclass
@@ -98,28 +46,32 @@ class Sequence_:
     upper: float | None = None      # one-sided at α: B − A is below this
     p_value: float | None = None    # always-valid, two-sided, H0: no difference
     cases: int = 0
+    n_star: float | None = None     # the units its bets are tuned to
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("metric", "n", "cases", "mean", "sd", "ci_low",
-                                              "ci_high", "lower", "upper", "p_value")}
+                                              "ci_high", "lower", "upper", "p_value",
+                                              "n_star")}
 
 
-def sequence(metric: str, diffs: Sequence[float], *, alpha: float, rho: float,
+def sequence(metric: str, diffs: Sequence[float], *, alpha: float, n_star: float,
              previous_p: float | None = None, cases: int = 0) -> Sequence_:
-    """The metric's sequence over its units' differences so far (each in [−1, 1])."""
+    """The metric's sequence over its units' differences so far (each in [−1, 1], in the
+    order taken): `abtest.stats.anytime` read at the last unit. The p-value is the running
+    minimum over every unit so far (`previous_p` may only lower it further)."""
+    from .stats import anytime
+
     n = len(diffs)
-    out = Sequence_(metric, n, cases=cases)
+    out = Sequence_(metric, n, cases=cases, n_star=n_star)
     if n < 2:
         return out
-    mean = sum(diffs) / n
-    sd = unit_sd(diffs)
-    r2 = two_sided_radius(n, sd, alpha, rho)
-    r1 = one_sided_radius(n, sd, alpha, rho)
-    p = mixture_p(n, mean, sd, rho)
-    out.mean, out.sd = mean, sd
-    out.ci_low, out.ci_high = max(-1.0, mean - r2), min(1.0, mean + r2)
-    out.lower, out.upper = max(-1.0, mean - r1), min(1.0, mean + r1)
-    out.p_value = p if previous_p is None else min(p, previous_p)
+    b = anytime(diffs, looks=[n], alpha=alpha, n_star=n_star)[0]
+    mean = b.mean or 0.0
+    out.mean = b.mean
+    out.sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+    out.ci_low, out.ci_high, out.lower, out.upper = b.ci_low, b.ci_high, b.lower, b.upper
+    out.p_value = b.p_value if previous_p is None or b.p_value is None else \
+        min(b.p_value, previous_p)
     return out
 
 
@@ -212,8 +164,8 @@ def kish(sizes: Sequence[int]) -> float:
 
 
 def look(number: int, order: Sequence[str], diffs: Mapping[str, Mapping[str, float]],
-         groups: Mapping[str, str] | None, cfg, *, family: Sequence[str], n_star: float,
-         previous: Look | None = None) -> Look:
+         groups: Mapping[str, str] | None, cfg, *, family: Sequence[str],
+         n_star: float | Mapping[str, float], previous: Look | None = None) -> Look:
     """The claim's conditions after the cases in `order` (whole units, in the order taken),
     each decided by its anytime-valid sequence: holds, fails (shown to fail: it cannot
     hold) or open; the run stops for a decision when every one holds or one fails, and for
@@ -223,13 +175,16 @@ def look(number: int, order: Sequence[str], diffs: Mapping[str, Mapping[str, flo
     from .sizing import min_n_binary_noninferiority
 
     alpha = cfg.alpha
-    rho = mixture_rho(n_star, alpha)
     unit_of = {cid: (groups or {}).get(cid, cid) for cid in order}
     lk = Look(number, len(set(unit_of.values())), len(order))
     for m in METRICS:
         d = diffs.get(m) or {}
         prev = previous.sequences.get(m) if previous else None
-        lk.sequences[m] = sequence(m, unit_differences(d, order, groups), alpha=alpha, rho=rho,
+        # fixed before the first look (the fixture's units for this condition), never read
+        # off the data: a horizon that moved with n would make each look another bet
+        ns = n_star.get(m) if isinstance(n_star, Mapping) else n_star
+        lk.sequences[m] = sequence(m, unit_differences(d, order, groups), alpha=alpha,
+                                   n_star=max(float(ns or 1.0), 1.0),
                                    previous_p=prev.p_value if prev else None,
                                    cases=sum(1 for c in order if c in d))
     ps: list[float] = [p if (p := lk.sequences[k].p_value) is not None else 1.0
@@ -362,15 +317,19 @@ def taken_cases(units: Sequence[Sequence[str]], n_units: int) -> list[str]:
 def replay(units: Sequence[Sequence[str]], boundaries: Sequence[int],
            diffs: Mapping[str, Mapping[str, float]], groups: Mapping[str, str] | None, cfg, *,
            family: Sequence[str], cap: int | None = None,
+           n_stars: Mapping[str, float] | None = None,
            known: Sequence[Look] = ()) -> list[Look]:
     """Every look of a sequential run, recomputed from its stored judgments: `boundaries`
     are the units taken at each look. The runner (after each look) and the report (at any
-    time) call this one function, so both tell the same looks. `known`: the first looks as
+    time) call this one function, so both tell the same looks. `n_stars` (metric → units it
+    will have at the end, `expected_units`) tunes each condition's bets; without it every
+    condition is tuned to the units the run may take (`cap`). `known`: the first looks as
     this function gave them before (the runner's, look by look): a finished look's cases
     never change, so they are kept, not computed again."""
     looks: list[Look] = []
     prev = None
-    n_star = max(1.0, (cap or len(units)) / 2)   # tightest halfway through what it may take
+    n_star: float | Mapping[str, float] = n_stars if n_stars is not None else \
+        float(max(1, cap or len(units)))
     for k, n_units in enumerate(boundaries, 1):
         if k <= len(known) and known[k - 1].units == n_units:
             prev = known[k - 1]
@@ -381,6 +340,37 @@ def replay(units: Sequence[Sequence[str]], boundaries: Sequence[int],
         looks.append(lk)
         prev = lk
     return looks
+
+
+def expected_units(units: Sequence[Sequence[str]], cap: int, cases: Mapping[str, Mapping]
+                   ) -> dict[str, float]:
+    """Per claim metric, the units (among the first `cap` the run may take) that can carry a
+    difference for it, known from the fixture before the first look: every unit for
+    faithfulness, the drop bound and the pairwise judge; units with an answerable case for
+    refusals, with an unanswerable one for correct abstention; units with key points or a
+    reference answer for coverage. Each condition's bets are tuned to these: a condition on
+    100 unanswerable cases of 400 is tightest at 100, where its run will end, not at 200."""
+    taken = list(units[:cap])
+    return {m: float(max(1, sum(1 for u in taken if any(measures(m, cases.get(c) or {})
+                                                         for c in u))))
+            for m in ("faithfulness", "drop_bound", "pairwise", "coverage",
+                      "abstention_answerable", "abstention_unanswerable")}
+
+
+def measures(metric: str, case: Mapping) -> bool:
+    """Whether a case can carry a difference for a claim metric, known from the fixture
+    alone (as the judge plan asks for it: runstate.required_judgments): coverage on an
+    answerable case with key points or a reference answer, refusals on an answerable one,
+    correct abstention on an unanswerable one, the others on every case."""
+    answerable = case.get("answerable", True) is not False
+    if metric == "coverage":
+        return answerable and (bool(case.get("key_points"))
+                               or bool(str(case.get("reference_answer") or "").strip()))
+    if metric == "abstention_answerable":
+        return answerable
+    if metric == "abstention_unanswerable":
+        return not answerable
+    return True
 
 
 # --------------------------------------------------------------------------- a run's plan
@@ -483,7 +473,8 @@ def replay_run(plan: RunPlan, finished: Sequence[str], judg: Sequence[Mapping],
     answerable = {cid: bool(cases.get(cid, {}).get("answerable", True)) for cid in finished}
     diffs = case_differences(finished, judgment_map(judg), answerable)
     looks = replay(plan.units, plan.boundaries, diffs, groups, cfg, family=holm_family(judges),
-                   cap=plan.cap, known=known)
+                   cap=plan.cap, n_stars=expected_units(plan.units, plan.cap, cases),
+                   known=known)
     mark_undecidable(looks, plan, cases, judges, cfg)
     return looks
 
@@ -503,18 +494,11 @@ def eligible_cases(cases: Mapping[str, Mapping], judges: Sequence[str]) -> dict[
     answerable case with key points or a reference answer and the coverage judge, the
     abstention conditions their kind of case and the abstention judge, faithfulness its
     judge. A condition with none can never hold, so neither can the claim."""
-    js = set(judges)
-    ans = {cid for cid, c in cases.items() if c.get("answerable", True) is not False}
-    out: dict[str, set[str]] = {m: set() for m in CONDITION_NAMES}
-    if "faithfulness" in js:
-        out["faithfulness"] = out["drop_bound"] = set(cases)
-    if "coverage" in js:
-        out["coverage"] = {cid for cid in ans if cases[cid].get("key_points")
-                           or str(cases[cid].get("reference_answer") or "").strip()}
-    if "abstention" in js:
-        out["abstention_answerable"] = ans
-        out["abstention_unanswerable"] = set(cases) - ans
-    return out
+    judge_of = {"faithfulness": "faithfulness", "drop_bound": "faithfulness",
+                "coverage": "coverage", "abstention_answerable": "abstention",
+                "abstention_unanswerable": "abstention"}
+    return {m: {cid for cid, c in cases.items() if measures(m, c)}
+            if judge_of[m] in set(judges) else set() for m in CONDITION_NAMES}
 
 
 def undecidable_reason(lk: Look, number: int, taken: Sequence[str],

@@ -7,8 +7,6 @@ too: it is fixed from the configured judges before any data is seen.
 
 from __future__ import annotations
 
-import math
-
 # the Holm family, in this order, and the judge each member needs
 HOLM_FAMILY = ("pairwise", "faithfulness", "coverage", "abstention_answerable",
                "abstention_unanswerable")
@@ -23,15 +21,25 @@ def holm_family(judges) -> list[str]:
 
 
 def min_n_binary_noninferiority(margin: float, alpha: float) -> int | None:
-    """The fewest pairs for which a binary non-inferiority test at `margin` can hold at all:
-    with no discordant pair the upper (1 − 2α) Tango limit is z²/(N + z²), which must fall
-    below the margin (docs/STATISTICS.md)."""
-    from scipy import stats as st
+    """The fewest independent cases on which non-inferiority at `margin` can hold at all: the
+    first N at which the one-sided betting bound of N pairs that all agree (no refusal or
+    loss sampled) clears the margin (abtest.stats.min_n_noninferiority; docs/STATISTICS.md
+    §2). Tango's limit with no discordant pair, z²/(N + z²), reached a 0.05 margin at 52,
+    where a B refusing 5 % more went unseen in 7 % of runs."""
+    from .stats import min_n_noninferiority
 
-    if margin <= 0:
-        return None
-    z2 = float(st.norm.ppf(1 - alpha)) ** 2
-    return int(math.floor(z2 * (1 - margin) / margin)) + 1
+    return min_n_noninferiority(margin, alpha)
+
+
+def min_n_faithfulness(level: float, alpha: float = 0.05) -> int:
+    """The fewest pairs whose faithfulness can pass `level` at all (Holm's first step α/m):
+    the first N at which N gains of the largest size (B 1, A 0 on every pair) give a p-value
+    ≤ level with the interval abtest uses at that size (the betting one: so few pairs carry
+    fewer than CLT_MIN_UNITS effective units), its bets tuned to the report's α."""
+    from .stats import paired
+
+    return next(n for n in range(2, 10_000)
+                if (paired([0.0] * n, [1.0] * n, alpha=alpha).p_value or 1.0) <= level)
 
 
 def minimum_n(cfg, n_answerable: int | None = None, n_unanswerable: int | None = None) -> dict:
@@ -39,17 +47,17 @@ def minimum_n(cfg, n_answerable: int | None = None, n_unanswerable: int | None =
     and whether one of the given size can: said before a run (dry run, progress) and in
     every withheld reason it explains."""
     m = max(1, len(holm_family(cfg.judges)))
-    # n same-signed faithfulness differences give p = 2 * 0.5**n; Holm's first step is α/m
-    faith = next(n for n in range(2, 200) if 2 * 0.5 ** n <= cfg.alpha / m)
+    # the fewest pairs whose faithfulness gain can pass Holm's first step α/m
+    faith = min_n_faithfulness(cfg.alpha / m, cfg.alpha)
     # a margin of 0 has no such N: with B refusing as often as A it can never hold
     refusals = min_n_binary_noninferiority(cfg.margins.abstention_answerable, cfg.alpha)
     out = {"answerable": None if refusals is None else max(faith, refusals),
            "unanswerable": min_n_binary_noninferiority(cfg.margins.abstention_unanswerable,
                                                        cfg.alpha),
            "margins": cfg.margins.model_dump(), "alpha": cfg.alpha,
-           "why": ("with no discordant pair the upper (1 − 2α) Tango limit of a refusal-rate "
-                   "difference is z²/(N + z²), which must fall below its margin; n equal "
-                   "faithfulness gains give p = 2·0.5ⁿ, which must pass Holm's first step α/m")}
+           "why": ("with no discordant pair the one-sided betting limit of a refusal-rate "
+                   "difference first falls below its margin at these N; n faithfulness gains "
+                   "of 1 must give a p-value that passes Holm's first step α/m")}
     if n_answerable is not None:
         out["fixture"] = {"answerable": n_answerable, "unanswerable": n_unanswerable}
         out["can_license"] = bool(out["answerable"] is not None

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from functools import lru_cache
+from typing import Any, Literal, Sequence, Union
 
 import numpy as np
 from scipy import optimize
@@ -42,9 +43,13 @@ __all__ = [
     "clustered_mcnemar", "clustered_sign_test", "rao_scott_tango_ci",
     "cluster_bootstrap_mean_diff_ci", "group_means", "kish_units", "mde_clustered_t",
     "ClusteredMDEResult",
+    "BettingCI", "BettingBound", "PairedResult", "AnytimeBound", "betting_ci", "betting_bound",
+    "effective_units", "min_n_noninferiority", "paired", "anytime", "BETTING_TRUNCATION",
+    "CLT_MIN_UNITS",
 ]
 
 Verdict = Literal["A", "B", "tie"] | None
+Floats = Union[Sequence[float], np.ndarray]   # a 1-d sequence of numbers, or an array
 _VERDICTS = ("A", "B", "tie", None)
 
 
@@ -80,7 +85,7 @@ def _count(name: str, v) -> int:
     return int(v)
 
 
-def _diffs(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
+def _diffs(a: Floats, b: Floats) -> np.ndarray:
     xa = np.asarray(a, dtype=float)
     xb = np.asarray(b, dtype=float)
     if xa.shape != xb.shape or xa.ndim != 1:
@@ -274,7 +279,7 @@ class PairedTResult:
     note: str | None = None
 
 
-def paired_t(a: Sequence[float], b: Sequence[float], conf_level: float = 0.95,
+def paired_t(a: Floats, b: Floats, conf_level: float = 0.95,
              limits: tuple[float, float] | None = None) -> PairedTResult:
     """Paired t on d = b - a (never Welch/independent: pairing removes question difficulty).
 
@@ -936,7 +941,7 @@ def _implied(se: float | None, se_iid: float | None, n: int, sizes: np.ndarray
     return deff, icc, n / deff
 
 
-def clustered_paired_t(a: Sequence[float], b: Sequence[float], groups: Sequence,
+def clustered_paired_t(a: Floats, b: Floats, groups: Sequence,
                        conf_level: float = 0.95, method: str = "CR2", df_method: str = "bm",
                        limits: tuple[float, float] | None = None) -> ClusteredTResult:
     """Paired t on d = b - a with a cluster-robust SE: the group, not the case, is the unit.
@@ -1203,3 +1208,437 @@ def mde_clustered_t(effective_n: float, df: float, sd_d: float | None = None, al
     dz = nc / math.sqrt(effective_n)
     return ClusteredMDEResult(float(effective_n), float(df), dz,
                               dz * sd_d if sd_d is not None else None, sd_d, alpha, power)
+
+
+# --------------------------------------------------------------------------- §11 bounded means
+
+# Differences of 0–1 scores lie in [−1, 1], and at the sizes prompt experiments run (10–200
+# cases, most of them exact ties) a t interval's normal approximation does not hold: measured on
+# tied scores it covered 60 % at N = 10 (docs/STATISTICS.md §12). The intervals below lean on
+# nothing but that bound: the hedged-capital betting confidence sets of Waudby-Smith & Ramdas
+# (JRSS-B 86(1), 2024). For a candidate mean m of x = (d + 1)/2 ∈ [0, 1], a gambler bets on
+# "the mean is above m" with capital K⁺_t(m) = Π_{i≤t} (1 + λ_i(m)(x_i − m)) and on "below m"
+# with K⁻_t(m) = Π (1 − λ_i(m)(x_i − m)); each is a non-negative martingale when the mean is m,
+# so by Ville's inequality it reaches 1/a with probability at most a, at any n and any stopping
+# time. The set of m where neither side reached 2/α is a (1 − α) confidence set at every n at
+# once; tuned to one n it is a confidence interval, and tuned to the n a condition expects it
+# is the confidence sequence of a sequential run.
+
+BETTING_TRUNCATION = 0.9   # a bet never risks more than 90 % of the capital (WSR's c)
+CLT_MIN_UNITS = 30         # effective units from which the t (or CR2) interval is used
+_BISECT = 48               # halvings of [0, 1]: limits to 4e-15
+
+
+def _bets(x: np.ndarray, log_inv_a: float, n_star: float | None) -> np.ndarray:
+    """The predictable plug-in bets of WSR 2024 (§3.1, eq. 26/27): λ_t = √(2 log(1/a) /
+    (σ̂²_{t−1} · n*)), with σ̂² and μ̂ regularised by one pseudo-observation (mean ½, variance
+    ¼) so the first bets are small. They use only what came before t, which is what keeps
+    the capital a martingale; n* is the n the bound is tuned to (t·log(1 + t) when None: a
+    sequence with no horizon). x may carry leading axes (one row per sequence)."""
+    n = x.shape[-1]
+    t = np.arange(1, n + 1, dtype=float)
+    mu = (0.5 + np.cumsum(x, axis=-1)) / (t + 1.0)
+    s2 = (0.25 + np.cumsum((x - mu) ** 2, axis=-1)) / (t + 1.0)
+    prev = np.concatenate([np.full(x.shape[:-1] + (1,), 0.25), s2[..., :-1]], axis=-1)
+    horizon = t * np.log1p(t) if n_star is None else float(n_star)
+    return np.sqrt(2.0 * log_inv_a / (prev * horizon))
+
+
+def _log_wealth(x: np.ndarray, lam: np.ndarray, m: np.ndarray, side: int, c: float) -> np.ndarray:
+    """log K_t(m) for every t (cumulative), side +1 (betting the mean is above m) or −1
+    (below). Each bet is truncated to c/m (c/(1 − m)), so no observation in [0, 1] can take
+    more than a share c of the capital: every factor stays ≥ 1 − c > 0."""
+    mm = np.asarray(m, dtype=float)[..., None]
+    with np.errstate(divide="ignore"):
+        cap = c / (mm if side > 0 else 1.0 - mm)
+    f = 1.0 + side * np.minimum(lam, cap) * (x - mm)
+    return np.cumsum(np.log(f), axis=-1)
+
+
+def _betting_limit(x: np.ndarray, lam: np.ndarray, side: int, log_thr, c: float) -> np.ndarray:
+    """The lower (side +1) or upper (−1) limit of {m : sup_{t≤n} K_t(m) < e^thr}: K⁺ falls as m
+    rises and K⁻ rises, so the rejected means form one end of [0, 1] and a bisection finds
+    the edge (returned on the safe side: the last mean still rejected, or 0/1). Taking the
+    sup over every t ≤ n is the running intersection of the sequence, valid by Ville."""
+    shape = x.shape[:-1]
+    thr = np.broadcast_to(np.asarray(log_thr, dtype=float), shape)
+    lo, hi = np.zeros(shape), np.ones(shape)
+    if x.shape[-1] == 0:
+        return lo if side > 0 else hi
+    for _ in range(_BISECT):
+        mid = (lo + hi) / 2.0
+        rej = _log_wealth(x, lam, mid, side, c).max(axis=-1) >= thr
+        if side > 0:
+            lo, hi = np.where(rej, mid, lo), np.where(rej, hi, mid)
+        else:
+            lo, hi = np.where(rej, lo, mid), np.where(rej, mid, hi)
+    return lo if side > 0 else hi
+
+
+def _sup_log_wealth(x: np.ndarray, lam: np.ndarray, m: float, side: int, c: float) -> np.ndarray:
+    if x.shape[-1] == 0:
+        return np.zeros(x.shape[:-1])
+    return np.maximum(_log_wealth(x, lam, np.full(x.shape[:-1], m), side, c).max(axis=-1), 0.0)
+
+
+def _unit_x(d) -> np.ndarray:
+    x = (np.asarray(d, dtype=float) + 1.0) / 2.0
+    if not np.all(np.isfinite(x)) or np.any(x < -1e-12) or np.any(x > 1 + 1e-12):
+        raise ValueError("differences must lie in [-1, 1] (differences of 0-1 scores or rates)")
+    return np.clip(x, 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class BettingCI:
+    n: int
+    estimate: float | None      # mean(d)
+    ci_low: float | None        # two-sided, valid at this n whatever the distribution in [−1, 1]
+    ci_high: float | None
+    p_value: float | None       # two-sided, H0: mean(d) = 0; p ≤ 1 − conf_level ⟺ 0 outside the CI
+    conf_level: float
+    n_star: float               # the n the bets were tuned to
+    method: str = "betting (hedged capital, Waudby-Smith & Ramdas 2024)"
+
+
+def betting_ci(d: Floats, conf_level: float = 0.95, n_star: float | None = None,
+               c: float = BETTING_TRUNCATION) -> BettingCI:
+    """Hedged-capital confidence interval for the mean of differences d ∈ [−1, 1], in the
+    order given (`paired` fixes a seeded order first), tuned to n* = len(d) unless told.
+    Nothing asymptotic: it holds at every n for any distribution on [−1, 1], and it never
+    has zero width — ten tied pairs cannot rule out a difference, and it says so. Its
+    p-value is 2/max(sup K⁺(0), sup K⁻(0)), so p ≤ α exactly when 0 is outside the interval."""
+    alpha_ = _alpha(conf_level)
+    x = _unit_x(d)
+    n = x.size
+    if n == 0:
+        return BettingCI(0, None, None, None, None, conf_level, float(n_star or 0))
+    ns = float(n_star if n_star is not None else n)
+    lam = _bets(x, math.log(2.0 / alpha_), ns)
+    thr = math.log(2.0 / alpha_)
+    lo = float(_betting_limit(x, lam, +1, thr, c))
+    hi = float(_betting_limit(x, lam, -1, thr, c))
+    sup = max(float(_sup_log_wealth(x, lam, 0.5, +1, c)), float(_sup_log_wealth(x, lam, 0.5, -1, c)))
+    p = min(1.0, 2.0 * math.exp(-sup))
+    return BettingCI(n, float(np.mean(2.0 * x - 1.0)), 2.0 * lo - 1.0, 2.0 * hi - 1.0, p,
+                     conf_level, ns)
+
+
+@dataclass(frozen=True)
+class BettingBound:
+    n: int
+    side: str                   # "lower" | "upper"
+    alpha: float
+    limit: float | None         # d's mean is above (lower) / below (upper) this, at level α
+    null: float | None          # the mean tested
+    p_value: float | None       # one-sided, H0: the mean is at or beyond `null` on the wrong side
+    n_star: float
+
+
+def betting_bound(d: Floats, *, alpha: float, side: str, null: float | None = None,
+                  n_star: float | None = None, c: float = BETTING_TRUNCATION) -> BettingBound:
+    """One-sided betting limit at level α (one capital process, 1/α): the non-inferiority
+    bound. With `null` (e.g. −margin for a lower bound) its one-sided p-value 1/sup K(null):
+    the limit clears `null` exactly when p ≤ α."""
+    if side not in ("lower", "upper"):
+        raise ValueError(f"side must be 'lower' or 'upper', got {side!r}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    x = _unit_x(d)
+    n = x.size
+    ns = float(n_star if n_star is not None else max(n, 1))
+    if n == 0:
+        return BettingBound(0, side, alpha, None, null, None if null is None else 1.0, ns)
+    s = +1 if side == "lower" else -1
+    lam = _bets(x, math.log(1.0 / alpha), ns)
+    lim = 2.0 * float(_betting_limit(x, lam, s, math.log(1.0 / alpha), c)) - 1.0
+    p = None
+    if null is not None:
+        m0 = min(max((null + 1.0) / 2.0, 0.0), 1.0)
+        p = min(1.0, math.exp(-float(_sup_log_wealth(x, lam, m0, s, c))))
+    return BettingBound(n, side, alpha, lim, null, p, ns)
+
+
+def effective_units(d: Floats) -> float:
+    """How many independent observations a mean's normal approximation can lean on:
+    n / max(1, skewness², excess kurtosis). The t interval's two-sided error is of order
+    (γ² + κ)/n (the Edgeworth expansion of the studentised mean), so this counts the units
+    that carry the information: about the non-tied pairs when most pairs tie, about the
+    rare events when a 0/1 outcome is rare, n for anything near normal. No spread → 0."""
+    x = np.asarray(d, dtype=float)
+    n = x.size
+    if n < 2:
+        return 0.0
+    e = x - x.mean()
+    m2 = float(np.mean(e * e))
+    if m2 <= 1e-24:
+        return 0.0
+    g2 = float(np.mean(e ** 3)) ** 2 / m2 ** 3
+    kurt = float(np.mean(e ** 4)) / (m2 * m2) - 3.0
+    return n / max(1.0, g2, kurt)
+
+
+@lru_cache(maxsize=64)
+def min_n_noninferiority(margin: float, alpha: float = 0.05,
+                         c: float = BETTING_TRUNCATION) -> int | None:
+    """The fewest independent cases on which non-inferiority at `margin` can hold at all: the
+    first n at which the one-sided betting bound of n differences all exactly 0 (B = A on
+    every case, no loss sampled) clears −margin. A loss of m can sit as full losses on a
+    share m of the cases, and until that many cases show none, nothing shows the loss is
+    not there. None for a margin of 0 (never, at any n)."""
+    if margin <= 0:
+        return None
+    if margin >= 1:
+        return 1
+    for n in range(1, 1_000_000):
+        lim = betting_bound(np.zeros(n), alpha=alpha, side="lower", c=c).limit
+        if lim is not None and lim > -margin:
+            return n
+    raise ValueError(f"margin {margin} too small")
+
+
+# --------------------------------------------------------------------------- the public door
+
+@dataclass(frozen=True)
+class PairedResult:
+    """abtest's paired inference on one metric (`paired`): what the report prints and the
+    claim reads."""
+    kind: str                   # "score" | "binary"
+    n: int                      # pairs
+    n_units: int                # independent units: groups, or the pairs themselves
+    estimate: float | None      # mean(b − a) over the pairs
+    ci_low: float | None        # two-sided (1 − α), clipped to [−1, 1]
+    ci_high: float | None
+    p_value: float | None       # two-sided, H0: no difference
+    noninferior: bool | None    # None without a margin; the report's floors included
+    method: str                 # how ci/p were computed
+    notes: tuple[str, ...]
+    alpha: float
+    margin: float | None = None
+    better: str = "higher"
+    ni_limit: float | None = None    # one-sided (α) betting limit the decision reads: lower
+    #                                  (better="higher", must be > −margin) or upper (< margin)
+    ni_p_value: float | None = None  # one-sided, H0: B worse than A by the margin or more
+    ni_method: str | None = None
+    min_n: int | None = None         # the fewest independent cases the margin needs
+    ni_units: float | None = None    # independent cases the floor counts (Kish's n²/Σn_g²)
+    n_groups: int | None = None      # None when every unit is one pair
+    effective_units: float | None = None  # `effective_units` of the units (the t/betting switch)
+    sd_d: float | None = None
+    d_z: float | None = None
+    df: float | None = None          # of the t / CR2 interval when that is the method
+    design_effect: float | None = None
+    effective_n: float | None = None
+    icc: float | None = None
+
+
+PAIRED_T = "paired t"
+CR2_T = "cluster-robust t (CR2, Bell–McCaffrey df)"
+BETTING = "betting (hedged capital, Waudby-Smith & Ramdas 2024)"
+ORDER_SEED = 20240131     # the fixed order in which `paired` bets on the units
+
+
+def _units(d: np.ndarray, groups) -> tuple[np.ndarray, list | None, np.ndarray | None]:
+    """(one difference per independent unit, labels, sizes): the pairs themselves, or the
+    mean of each group's pairs when some group holds two or more."""
+    if groups is None:
+        return d, None, None
+    inv, sizes = _group_index(groups, d.size)
+    if sizes.size == d.size:
+        return d, None, None
+    return np.bincount(inv, weights=d, minlength=sizes.size) / sizes, list(groups), sizes
+
+
+def _ordered(u: np.ndarray) -> np.ndarray:
+    """The units in a fixed pseudo-random order: a bet only sees what came before it, and a
+    fixture sorted by topic or difficulty must not order the bets."""
+    return u[np.random.default_rng(ORDER_SEED).permutation(u.size)]
+
+
+def paired(a: Floats, b: Floats, *, kind: str = "score", groups: Sequence | None = None,
+           margin: float | None = None, better: str = "higher",
+           alpha: float = 0.05) -> PairedResult:
+    """abtest's inference on paired measurements of A and B, as the report uses it.
+
+    kind="score": a, b in [0, 1]; the interval and p-value are the t's (CR2 with groups)
+    when the units carry at least CLT_MIN_UNITS effective units (`effective_units`) and the
+    betting interval otherwise (few pairs, mostly ties, few groups) — docs/STATISTICS.md §12
+    shows by simulation that each is used only where it holds its level. kind="binary":
+    a, b are 0/1 (True = the event, e.g. a refusal); Tango's interval and the mid-p McNemar
+    test (Rao–Scott Tango and Durkalski's McNemar with groups). With a margin, the
+    non-inferiority decision is always the one-sided betting bound on the units (lower
+    > −margin when better="higher", upper < margin when "lower"), on at least `min_n`
+    independent cases (Kish's count with groups) and, with groups, MIN_GROUPS groups."""
+    from .groups import MIN_GROUPS
+
+    if kind not in ("score", "binary"):
+        raise ValueError(f"kind must be 'score' or 'binary', got {kind!r}")
+    if better not in ("higher", "lower"):
+        raise ValueError(f"better must be 'higher' or 'lower', got {better!r}")
+    if not 0.0 < alpha < 0.5:
+        raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
+    if margin is not None and not 0.0 <= margin < 1.0:
+        raise ValueError(f"margin must be in [0, 1) on the metric's scale, got {margin}")
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    d = _diffs(xa, xb)
+    if kind == "binary" and not np.all(np.isin(np.concatenate([xa, xb]), (0.0, 1.0))):
+        raise ValueError("binary outcomes must be 0/1 (or False/True)")
+    if kind == "score" and (np.any(xa < 0) or np.any(xa > 1) or np.any(xb < 0) or np.any(xb > 1)):
+        raise ValueError("scores must lie in [0, 1]")
+    n = d.size
+    u, labels, sizes = _units(d, groups)
+    g = None if sizes is None else int(sizes.size)
+    notes: list[str] = []
+    est = float(d.mean()) if n else None
+    common: dict[str, Any] = dict(kind=kind, n=n, n_units=int(u.size), estimate=est, alpha=alpha, margin=margin,
+                  better=better, n_groups=g)
+    if n == 0:
+        return PairedResult(ci_low=None, ci_high=None, p_value=None,
+                            noninferior=None if margin is None else False, method="none",
+                            notes=("no pairs",), **common)
+    ce = effective_units(u)
+    extra: dict[str, Any] = {"effective_units": ce}
+    if n >= 2:
+        sd = float(d.std(ddof=1))
+        extra.update(sd_d=sd, d_z=(est / sd) if sd > 0 else None)  # type: ignore[operator]
+    lo = hi = p = None
+    if kind == "binary":
+        lo, hi, p, method, bnote, bextra = _binary_ci(xa, xb, labels, sizes, alpha)
+        extra.update(bextra)
+        if bnote:
+            notes.append(bnote)
+    elif ce >= CLT_MIN_UNITS:
+        if labels is None:
+            t = paired_t(xa, xb, conf_level=1 - alpha, limits=(-1.0, 1.0))
+            lo, hi, p, method = t.ci_low, t.ci_high, t.p_value, PAIRED_T
+            extra["df"] = t.df
+        else:
+            ct = clustered_paired_t(xa, xb, labels, conf_level=1 - alpha, limits=(-1.0, 1.0))
+            lo, hi, p, method = ct.ci_low, ct.ci_high, ct.p_value, CR2_T
+            extra.update(df=ct.df, design_effect=ct.design_effect, effective_n=ct.effective_n,
+                         icc=ct.icc)
+    else:
+        bc = betting_ci(_ordered(u), conf_level=1 - alpha)
+        lo, hi, p = bc.ci_low, bc.ci_high, bc.p_value
+        method = BETTING + (f" on the {g} group means" if g is not None else "")
+        notes.append(f"{ce:.1f} effective units (fewer than {CLT_MIN_UNITS}: mostly ties, few "
+                     "pairs or few groups), so the interval is the betting one, valid at any N")
+        if labels is not None:
+            ct = clustered_paired_t(xa, xb, labels, conf_level=1 - alpha)
+            extra.update(design_effect=ct.design_effect, effective_n=ct.effective_n, icc=ct.icc)
+    if g is not None and g < MIN_GROUPS:
+        notes.append(f"{g} groups: a claim needs at least {MIN_GROUPS}")
+    ni: dict = {}
+    noninferior = None
+    if margin is not None:
+        ni, noninferior = _noninferiority(u, n, sizes, g, margin, better, alpha, MIN_GROUPS,
+                                          notes)
+    return PairedResult(ci_low=lo, ci_high=hi, p_value=p, noninferior=noninferior,
+                        method=method, notes=tuple(notes), **common, **ni, **extra)
+
+
+def _binary_ci(xa: np.ndarray, xb: np.ndarray, labels, sizes, alpha: float):
+    """Tango's interval and the mid-p McNemar test on the paired 2×2 (B the first condition,
+    so the estimate is p_B − p_A); with groups Durkalski's McNemar and Tango on the Rao–Scott
+    effective table, its DEFF Durkalski's ratio (at least 1), or without a discordant pair
+    the worst case Σn_g²/n."""
+    ia, ib = xa.astype(bool), xb.astype(bool)
+    n11 = int(np.sum(ia & ib))
+    b_only = int(np.sum(ib & ~ia))
+    a_only = int(np.sum(ia & ~ib))
+    n00 = int(ia.size) - n11 - b_only - a_only
+    note = "no discordant pairs" if a_only + b_only == 0 else None
+    extra: dict = {}
+    if labels is None:
+        m = mcnemar(a_only, b_only, method="midp")
+        ci = tango_ci(n11, b_only, a_only, n00, conf_level=1 - alpha)
+        return ci.ci_low, ci.ci_high, m.p_value, "Tango score interval; mid-p McNemar", note, extra
+    inv, sz = _group_index(labels, ia.size)
+    bg = np.bincount(inv, weights=(ib & ~ia).astype(float), minlength=sz.size).astype(int)
+    cg = np.bincount(inv, weights=(ia & ~ib).astype(float), minlength=sz.size).astype(int)
+    dm = clustered_mcnemar(bg.tolist(), cg.tolist())
+    n = ia.size
+    deff = max(1.0, dm.design_effect) if dm.design_effect is not None else \
+        float(np.sum(sz.astype(float) ** 2)) / n
+    ci = rao_scott_tango_ci(n11, b_only, a_only, n00, deff, conf_level=1 - alpha)
+    extra.update(design_effect=dm.design_effect, effective_n=n / deff)
+    return (ci.ci_low, ci.ci_high, dm.p_value,
+            f"Tango on the Rao–Scott effective table (DEFF {deff:.2f}); Durkalski's McNemar",
+            note, extra)
+
+
+def _noninferiority(u: np.ndarray, n: int, sizes, g, margin: float, better: str, alpha: float,
+                    min_groups: int, notes: list[str]) -> tuple[dict, bool]:
+    """The one-sided betting bound on the units and the floors: `min_n` independent cases
+    (Kish's n²/Σn_g² with groups, a data-free count: the floor is about losses not sampled)
+    and, with groups, `min_groups` groups."""
+    side = "lower" if better == "higher" else "upper"
+    null = -margin if better == "higher" else margin
+    bb = betting_bound(_ordered(u), alpha=alpha, side=side, null=null)
+    assert bb.limit is not None
+    clears = bb.limit > -margin if better == "higher" else bb.limit < margin
+    min_n = min_n_noninferiority(margin, alpha)
+    units = float(n) if sizes is None else kish_units(sizes)
+    enough = min_n is not None and units >= min_n - 1e-9
+    groups_ok = g is None or g >= min_groups
+    if margin == 0:
+        notes.append("a margin of 0 never shows non-inferiority")
+    elif not enough:
+        notes.append(f"non-inferiority at margin {margin} needs at least {min_n} independent "
+                     f"cases; these are worth {units:.1f}")
+    return ({"ni_limit": bb.limit, "ni_p_value": bb.p_value, "min_n": min_n, "ni_units": units,
+             "ni_method": f"one-sided betting {side} limit at α = {alpha} on the "
+                          + ("pairs" if g is None else f"{g} group means")},
+            bool(clears and enough and groups_ok))
+
+
+@dataclass(frozen=True)
+class AnytimeBound:
+    """One look of `anytime`: valid simultaneously with every other look."""
+    n: int                      # units so far
+    mean: float | None
+    ci_low: float | None        # two-sided (1 − α) confidence sequence
+    ci_high: float | None
+    lower: float | None         # one-sided at α: the mean is above this
+    upper: float | None         # one-sided at α: the mean is below this
+    p_value: float | None       # always-valid two-sided p, H0: mean 0 (non-increasing in n)
+
+
+def anytime(d: Floats, *, looks: Sequence[int], kind: str = "score",
+            alpha: float = 0.05, n_star: float | None = None) -> list[AnytimeBound]:
+    """Betting confidence sequences for the mean of per-unit differences d ∈ [−1, 1] (in the
+    order the units were taken), read at each look: every interval, bound and p-value holds
+    at all looks at once, whenever the run stops, for any distribution on [−1, 1] — rare
+    events too, where a normal mixture with an estimated σ did not (docs/STATISTICS.md §11).
+    The bets are tuned to n_star units (the condition's units in the whole fixture; default
+    the last look): tightest there, valid everywhere. kind="binary" checks d ∈ {−1, 0, 1}."""
+    if kind not in ("score", "binary"):
+        raise ValueError(f"kind must be 'score' or 'binary', got {kind!r}")
+    if not 0.0 < alpha < 0.5:
+        raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
+    dd = np.asarray(d, dtype=float)
+    if kind == "binary" and not np.all(np.isin(dd, (-1.0, 0.0, 1.0))):
+        raise ValueError("binary differences must be -1, 0 or 1")
+    x = _unit_x(dd)
+    ks = [int(k) for k in looks]
+    if any(k < 0 or k > x.size for k in ks) or ks != sorted(ks):
+        raise ValueError(f"looks must be increasing unit counts within 0..{x.size}")
+    ns = float(n_star if n_star is not None else max(ks + [1]))
+    c = BETTING_TRUNCATION
+    lam2 = _bets(x, math.log(2.0 / alpha), ns)
+    lam1 = _bets(x, math.log(1.0 / alpha), ns)
+    out = []
+    for k in ks:
+        if k == 0:
+            out.append(AnytimeBound(0, None, None, None, None, None, None))
+            continue
+        xs = np.stack([x[:k], x[:k]])
+        lams = np.stack([lam2[:k], lam1[:k]])
+        thr = np.array([math.log(2.0 / alpha), math.log(1.0 / alpha)])
+        low = _betting_limit(xs, lams, +1, thr, c)
+        high = _betting_limit(xs, lams, -1, thr, c)
+        sup = max(float(_sup_log_wealth(x[:k], lam2[:k], 0.5, +1, c)),
+                  float(_sup_log_wealth(x[:k], lam2[:k], 0.5, -1, c)))
+        out.append(AnytimeBound(k, float(np.mean(dd[:k])), 2 * float(low[0]) - 1,
+                                2 * float(high[0]) - 1, 2 * float(low[1]) - 1,
+                                2 * float(high[1]) - 1, min(1.0, 2.0 * math.exp(-sup))))
+    return out

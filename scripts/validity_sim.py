@@ -29,6 +29,7 @@ Two levels:
     python scripts/validity_sim.py --quick               # a minute: small counts (CI smoke)
     python scripts/validity_sim.py --level score --score-experiments 2000
     python scripts/validity_sim.py --group-size-check    # grouped tests' size, few groups
+    python scripts/validity_sim.py --small-n             # 10–200 cases, ties, rare events
 
 It prints one table and exits 1 when a scenario misses its sound result.
 """
@@ -131,14 +132,15 @@ SCENARIOS = [
              "time", "position consistency and first-position rate = truth", A_EFFECT, B_EFFECT,
              pair_first=0.30),
     # score level only (docs/STATISTICS.md §7, §10): groups, and the rules on thin evidence
-    Scenario("duplicates", "A and B equally good; each of 120 distinct cases written 3–6 times "
-             "under new ids (540 cases), grouped as repeats", "licensed in ≤ α; significant "
+    Scenario("duplicates", "A and B equally good; each of 160 distinct cases written 3–6 times "
+             "under new ids (720 cases), grouped as repeats", "licensed in ≤ α; significant "
              "(any family member) in ≤ α", EQUAL, EQUAL, score_level=True, e2e=False,
-             repeats=(3, 4, 5, 6), sizes=(120,)),
-    Scenario("duplicates_effect", "the true effect, each of 120 distinct cases written 3–6 "
-             "times (540 cases), grouped as repeats", "reported: the grouped inference still "
+             repeats=(3, 4, 5, 6), sizes=(160,)),
+    # 160 distinct: 40 unanswerable, enough independent cases for the 0.10 margin's floor (33)
+    Scenario("duplicates_effect", "the true effect, each of 160 distinct cases written 3–6 "
+             "times (720 cases), grouped as repeats", "reported: the grouped inference still "
              "licenses a true effect (a control for duplicates)", A_EFFECT, B_EFFECT,
-             score_level=True, e2e=False, repeats=(3, 4, 5, 6), sizes=(120,)),
+             score_level=True, e2e=False, repeats=(3, 4, 5, 6), sizes=(160,)),
     Scenario("clustered", "A and B equal on average; 25 groups of 8 cases, each group moving "
              "B's good rate by ±0.2 and A's by ∓0.2", "licensed in ≤ α; significant (any family "
              "member) in ≤ α", EQUAL, EQUAL, score_level=True, e2e=False, group_size=8,
@@ -479,9 +481,9 @@ def score_experiment(sc: Scenario, n: int, seed: int, cfg) -> dict:
     """The world's honest verdicts straight into abtest's metric and claim code. Where the
     scenario has groups they are passed to compute_metrics, and `old` holds what the
     inference before groups said of the same verdicts (groups ignored); for FEW_REFERENCES,
-    what the claim said before the minimum-evidence floor; for SOFT_REFUSAL, what it said
-    under the rule before issue 43, when an extracted claim overruled "abstained" (the same
-    verdicts with each soft refusal counted as answered)."""
+    what the claim said before the minimum-evidence floor (the paired t's limit alone); for
+    SOFT_REFUSAL, what it said under the rule before issue 43, when an extracted claim
+    overruled "abstained" (the same verdicts with each soft refusal counted as answered)."""
     from abtest.reporting.metrics import compute_metrics
 
     w = World(sc, n, seed)
@@ -499,10 +501,18 @@ def score_experiment(sc: Scenario, n: int, seed: int, cfg) -> dict:
         old, _, _ = compute_metrics(ids, jv, answerable, lengths, cfg, cfg.judges)
         out["old"] = {"metrics": old, "claim": judged(old)[1]}
     elif sc.references:
+        # the rule before the floor: the paired t's lower (1 − 2α) limit (the sign test on
+        # zero variance), read on the same coverage pairs
+        from abtest import stats
+
         old = json.loads(json.dumps(metrics))
         ni = (old.get("coverage") or {}).get("noninferiority") or {}
+        ca, cb = jv.get(("coverage", "A")) or {}, jv.get(("coverage", "B")) or {}
+        both = [c for c in ids if c in ca and c in cb]
+        t = stats.noninferiority_paired_t([ca[c]["score"] for c in both],
+                                          [cb[c]["score"] for c in both], ni["margin"], ALPHA)
         ni.pop("min_n", None)
-        ni["holds"] = ni.get("ci_low") is not None and ni["ci_low"] > -ni["margin"]
+        ni["holds"] = t.noninferior
         out["old"] = {"metrics": old, "claim": judged(old)[1]}
     elif sc.soft_refusal:
         old_jv = {k: dict(d) for k, d in jv.items()}
@@ -563,6 +573,16 @@ def judgments(w: "World", sc: Scenario, seed: int, cfg) -> tuple[dict, dict, lis
     ids = [c.id for c in w.cases]
     answerable = {c.id: c.answerable for c in w.cases}
     return jv, lengths, ids, answerable
+
+
+def fixture_view(w: "World", sc: Scenario) -> dict[str, dict]:
+    """The world's cases as a fixture shows them before any run (id → answerable, key
+    points): what a sequential run knows when it tunes each condition's bets."""
+    referenced = {c.id for c in [c for c in w.cases if c.answerable][:sc.references]}
+    return {c.id: {"answerable": c.answerable,
+                   "key_points": ["k"] if c.answerable and (not sc.references
+                                                            or c.id in referenced) else []}
+            for c in w.cases}
 
 
 # --------------------------------------------------------------------------- end to end
@@ -977,26 +997,34 @@ def main(argv=None) -> int:
     p.add_argument("--only-score", nargs="*", help="score-level scenarios to run (default: all)")
     p.add_argument("--quick", action="store_true",
                    help="small counts for a smoke run: 40 score experiments at N=200, 1 e2e "
-                        "experiment per scenario at N=120")
+                        "experiment per scenario at N=140")
     p.add_argument("--sequential", action="store_true",
                    help="sequential runs (anytime-valid looks): validity_sim_sequential.py")
     p.add_argument("--look", type=int, default=20, help="--sequential: units per look")
     p.add_argument("--sequential-experiments", type=int, default=1000,
                    help="--sequential: experiments for NULL and ALT (the others a fifth)")
+    p.add_argument("--small-n", action="store_true",
+                   help="the small-N family of issue 53 (tied scores, rare refusals, few groups, "
+                        "anytime looks): validity_sim_small.py")
     p.add_argument("--group-size-check", action="store_true",
                    help="only the size of the grouped tests with few groups (STATISTICS.md §10)")
     args = p.parse_args(argv)
     if args.group_size_check:
         print(group_size_check())
         return 0
+    if args.small_n:
+        import validity_sim_small as small
+
+        return small.run(200 if args.quick else 2000)
     if args.sequential:
         import validity_sim_sequential as seq
 
         k = 60 if args.quick else args.sequential_experiments
         return seq.run(k, max(20, k // 5), args.look, min(300, k), args.quick)
     if args.quick:
+        # 140 cases: 35 unanswerable, enough for the 0.10 abstention margin's floor (33)
         args.sizes, args.score_experiments = [200], 40
-        args.e2e_experiments, args.e2e_n = 1, 120
+        args.e2e_experiments, args.e2e_n = 1, 140
     return run_all(args)
 
 

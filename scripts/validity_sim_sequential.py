@@ -25,7 +25,7 @@ import validity_sim as vs
 
 # (scenario, N): NULL and ALT at N = 400 (the yardstick), the others at their own N
 PLAN = [("null", 400), ("true_effect", 400), ("true_effect", 200), ("true_effect", 100),
-        ("duplicates", 120), ("duplicates_effect", 120),
+        ("duplicates", 160), ("duplicates_effect", 160),
         ("clustered", 200), ("selective_refusal", 200), ("few_references", 200),
         ("claim_cap", 200), ("pairwise_rule", 200), ("soft_refusal", 200)]
 MAIN = (("null", 400), ("true_effect", 400))   # ≥ 1,000 experiments each; the others fewer
@@ -71,7 +71,7 @@ def experiment(sc, n: int, seed: int, cfg, look_units: int, *, fixed: bool, peek
                ) -> dict:
     from abtest.reporting.anytime import anytime_metrics
     from abtest.reporting.metrics import compute_metrics
-    from abtest.sequential import case_differences, look
+    from abtest.sequential import case_differences, expected_units, look
     from abtest.sizing import holm_family
 
     w = vs.World(sc, n, seed)
@@ -80,6 +80,7 @@ def experiment(sc, n: int, seed: int, cfg, look_units: int, *, fixed: bool, peek
     units = units_in_order(w, seed)
     diffs = case_differences(ids, jv, answerable)
     family = holm_family(cfg.judges)
+    n_stars = expected_units(units, len(units), vs.fixture_view(w, sc))
     taken: list[str] = []
     prev = None
     peeked = faith_fixed = faith_seq = False
@@ -87,8 +88,7 @@ def experiment(sc, n: int, seed: int, cfg, look_units: int, *, fixed: bool, peek
     for k, start in enumerate(range(0, len(units), look_units), 1):
         for u in units[start:start + look_units]:
             taken += u
-        lk = look(k, taken, diffs, groups, cfg, family=family, n_star=len(units) / 2,
-                  previous=prev)
+        lk = look(k, taken, diffs, groups, cfg, family=family, n_star=n_stars, previous=prev)
         if peek:
             m, _, _ = compute_metrics(taken, jv, answerable, lengths, cfg, cfg.judges,
                                       groups=groups)

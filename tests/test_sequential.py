@@ -1,5 +1,6 @@
-"""The anytime-valid sequences of sequential runs (abtest.sequential), against published
-reference values and independent numerical integration of the mixtures they come from."""
+"""The anytime-valid sequences of sequential runs (abtest.sequential): each look reads
+abtest.stats.anytime (the betting confidence sequences, checked against the paper's
+definitions in test_stats_betting.py), with bets tuned to each condition's own units."""
 
 from __future__ import annotations
 
@@ -7,62 +8,65 @@ import math
 
 import numpy as np
 import pytest
-from scipy import integrate
 from scipy.stats import norm
 
 from abtest import sequential as sq
+from abtest import stats as S
 from abtest.shapes import Config
 
 
-def test_the_two_sided_sequence_holds_its_level_where_peeking_does_not():
-    # docs/STATISTICS.md §10 (shared/STATS.md §10): 4,000 null N(0, 1) streams, σ² = 1,
-    # τ² = 0.05 (ρ = σ²/τ² = 20), every n up to 1,000, α = 0.05: the sequence is ever
-    # crossed in 3.6 % of them; a z-test looked at every 20 units rejects in 32 %
+def test_peeking_at_a_fixed_n_test_is_what_the_sequences_replace():
+    """STATS.md §10: a z-test looked at every 20 of 1,000 null N(0, 1) units rejects in 32 %
+    of streams; the betting sequence on the same streams (mapped into [−1, 1]) at most α."""
+    from abtest.stats import _bets, _log_wealth
+
     rng = np.random.default_rng(20210)
-    x = rng.standard_normal((4000, 1000))
+    x = rng.standard_normal((2000, 1000))
     n = np.arange(1, 1001)
-    mean = np.cumsum(x, axis=1) / n
-    radius = np.array([sq.two_sided_radius(int(k), 1.0, 0.05, 20.0) for k in n])
-    crossed = float((np.abs(mean) > radius).any(axis=1).mean())
-    assert abs(crossed - 0.036) < 0.01          # 3 Monte Carlo standard errors
-    z = np.abs(mean * np.sqrt(n))
-    peeking = float((z[:, 19::20] > norm.ppf(0.975)).any(axis=1).mean())
-    assert abs(peeking - 0.32) < 0.025
+    z = np.abs(np.cumsum(x, axis=1) / n * np.sqrt(n))
+    assert abs(float((z[:, 19::20] > norm.ppf(0.975)).any(axis=1).mean()) - 0.32) < 0.03
+    u = (np.clip(x / 4, -1, 1) + 1) / 2                    # bounded, mean ½ (symmetric)
+    lam = _bets(u, math.log(40), 1000)
+    up = _log_wealth(u, lam, np.full(2000, 0.5), +1, S.BETTING_TRUNCATION).max(axis=1)
+    down = _log_wealth(u, lam, np.full(2000, 0.5), -1, S.BETTING_TRUNCATION).max(axis=1)
+    assert float((np.maximum(up, down) >= math.log(40)).mean()) <= 0.05
 
 
-def _mixture(s: float, n: float, rho: float, half: bool) -> float:
-    """∫ exp(λS − λ²n/2) dF(λ), F = N(0, 1/ρ) (or its positive half, renormalised), by
-    quadrature: the likelihood ratio the boundaries are solved from, computed another way."""
-    sd = 1 / math.sqrt(rho)
+def test_each_look_is_stats_anytime_on_the_units_so_far():
+    """One truth: a look's sequence for a metric is abtest.stats.anytime on that metric's
+    unit differences in the order taken, read at the look, bets tuned to its n_star."""
+    rng = np.random.default_rng(4)
+    n = 120
+    ids = [f"c{i:03d}" for i in range(n)]
+    groups = {c: f"g{i // 2}" for i, c in enumerate(ids) if i < 40}   # 20 pairs, 80 singles
+    faith = {c: float(np.clip(rng.normal(0.1, 0.3), -1, 1)) for c in ids}
+    refuse = {c: float(rng.choice([0.0, 0.0, 0.0, 1.0, -1.0])) for c in ids[::2]}
+    diffs = {"faithfulness": faith, "abstention_answerable": refuse}
+    stars = {"faithfulness": 100.0, "abstention_answerable": 50.0}
+    units = sq.unit_order(ids, groups, seed=3)
+    looks = sq.replay(units, [20, 40, 60, 100], diffs, groups, Config(),
+                      family=["faithfulness", "abstention_answerable"], n_stars=stars)
+    for metric, d in diffs.items():
+        every = sq.unit_differences(d, sq.taken_cases(units, 100), groups)
+        want = S.anytime(every, looks=[lk.sequences[metric].n for lk in looks],
+                         kind="binary" if metric != "faithfulness" else "score",
+                         n_star=stars[metric])
+        for lk, w in zip(looks, want):
+            got = lk.sequences[metric]
+            assert got.n_star == stars[metric]
+            assert (got.mean, got.ci_low, got.ci_high, got.lower, got.upper, got.p_value) == \
+                pytest.approx((w.mean, w.ci_low, w.ci_high, w.lower, w.upper, w.p_value))
 
-    def f(lam: float) -> float:
-        return math.exp(lam * s - lam * lam * n / 2) * norm.pdf(lam, scale=sd) * (2 if half
-                                                                                   else 1)
-    lo = 0.0 if half else -np.inf
-    return integrate.quad(f, lo, np.inf, limit=200)[0]
 
-
-@pytest.mark.parametrize("n,rho", [(20, 5.0), (100, 25.0), (400, 25.0)])
-def test_boundaries_are_where_the_mixture_reaches_one_over_alpha(n, rho):
-    alpha = 0.05
-    r2 = sq.two_sided_radius(n, 1.0, alpha, rho)
-    assert _mixture(n * r2, n, rho, half=False) == pytest.approx(1 / alpha, rel=1e-6)
-    r1 = sq.one_sided_radius(n, 1.0, alpha, rho)
-    assert _mixture(n * r1, n, rho, half=True) == pytest.approx(1 / alpha, rel=1e-6)
-    assert r1 < r2    # one side alone is tighter
-    # the always-valid p-value is 1/Λ at the observed mean
-    mean, sd = 0.7 * r2, 1.0
-    assert sq.mixture_p(n, mean, sd, rho) == pytest.approx(
-        1 / _mixture(n * mean / sd, n, rho, half=False), rel=1e-6)
-
-
-def test_one_sided_bound_holds_its_level_on_a_stream():
-    rng = np.random.default_rng(7)
-    x = rng.standard_normal((4000, 400))
-    n = np.arange(1, 401)
-    mean = np.cumsum(x, axis=1) / n
-    r1 = np.array([sq.one_sided_radius(int(k), 1.0, 0.05, 25.0) for k in n])
-    assert float((mean > r1).any(axis=1).mean()) <= 0.05
+def test_each_condition_is_tuned_to_its_own_units_in_the_fixture():
+    ids = [f"c{i}" for i in range(10)]
+    cases = {c: {"answerable": i < 6, "key_points": ["k"] if i < 3 else [],
+                 "reference_answer": "yes" if i == 4 else None} for i, c in enumerate(ids)}
+    units = [[c] for c in ids]
+    got = sq.expected_units(units, 10, cases)
+    assert got == {"faithfulness": 10, "drop_bound": 10, "pairwise": 10, "coverage": 4,
+                   "abstention_answerable": 6, "abstention_unanswerable": 4}
+    assert sq.expected_units(units, 5, cases)["abstention_unanswerable"] == 1   # within the cap
 
 
 def test_units_are_group_means_in_the_order_taken():
@@ -76,7 +80,7 @@ def _look(diffs: dict[str, dict[str, float]], n: int) -> sq.Look:
     order = [f"c{i}" for i in range(n)]
     return sq.look(1, order, diffs, None, Config(), family=list(sq.METRICS[:1]) + [
         "coverage", "abstention_answerable", "abstention_unanswerable", "pairwise"],
-        n_star=n / 2)
+        n_star=n)
 
 
 def test_a_clear_gain_with_no_side_effect_is_decided_licensable():
@@ -111,10 +115,10 @@ def test_a_tiny_difference_stops_for_futility_and_few_units_decide_nothing():
     assert lk.stop == "futility" and lk.conditions["faithfulness"] == "open"
     few = _look({"faithfulness": {c: 1.0 for c in ids[:10]}}, 10)
     assert few.stop is None and few.conditions["faithfulness"] == "open"
-    # non-inferiority needs the same floor as the fixed-N claim: 52 independent cases
-    ok = {c: 0.0 for c in ids[:40]}
-    lk = _look({"coverage": ok}, 40)
-    assert lk.conditions["coverage"] == "open" and "needs ≥ 52" in lk.why["coverage"]
+    # non-inferiority needs the same floor as the fixed-N claim: 68 independent cases
+    ok = {c: 0.0 for c in ids[:60]}
+    lk = _look({"coverage": ok}, 60)
+    assert lk.conditions["coverage"] == "open" and "needs ≥ 68" in lk.why["coverage"]
 
 
 def test_case_differences_are_the_fixed_metrics_differences():

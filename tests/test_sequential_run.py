@@ -70,24 +70,24 @@ def test_a_decided_run_stops_at_the_first_look_and_calls_nothing_more(proj):
         return REFUSAL if "Answer only from the context" in system else plain_generate(messages)
 
     brain.generate = refusing_b   # type: ignore[method-assign]
-    p, b = proj(100, brain)
+    p, b = proj(140, brain)
     h = run()
     assert h.status == "complete"
     rep = report(h.run_id)
     seq = rep["sequential"]
-    first = set(taken_cases(unit_order([f"q{i:03d}" for i in range(100)], None, 0), 20))
+    first = set(taken_cases(unit_order([f"q{i:03d}" for i in range(140)], None, 0), 20))
     assert (seq["stop"], seq["looks_done"], seq["cases_used"]) == ("decision", 1, 20)
     assert seq["looks"][0]["conditions"]["abstention_answerable"] == "fails"
-    assert asked(b) == first                  # the 80 cases not taken were never asked
-    assert (rep["n_cases"], rep["n_used"], rep["n_not_needed"]) == (100, 20, 80)
-    assert rep["progress"]["not_needed"] == 80
-    assert rep["progress"]["counts"] == "20 of 100 used, 80 not needed (decision)"
+    assert asked(b) == first                  # the 120 cases not taken were never asked
+    assert (rep["n_cases"], rep["n_used"], rep["n_not_needed"]) == (140, 20, 120)
+    assert rep["progress"]["not_needed"] == 120
+    assert rep["progress"]["counts"] == "20 of 140 used, 120 not needed (decision)"
     assert not rep["claim"]["licensed"]
-    assert seq["calls_saved"] == round(rep["calls"]["calls_per_case"] * 80)
+    assert seq["calls_saved"] == round(rep["calls"]["calls_per_case"] * 120)
 
 
 def test_equal_variants_stop_for_futility(proj):
-    p, b = proj(100)
+    p, b = proj(140)
     h = run()
     rep = report(h.run_id)
     seq = rep["sequential"]
@@ -96,7 +96,7 @@ def test_equal_variants_stop_for_futility(proj):
     f = last["sequences"]["faithfulness"]
     assert -0.05 < f["ci_low"] and f["ci_high"] < 0.05
     assert all(lk["stop"] is None for lk in seq["looks"][:-1])   # no earlier look stopped
-    units = unit_order([f"q{i:03d}" for i in range(100)], None, 0)
+    units = unit_order([f"q{i:03d}" for i in range(140)], None, 0)
     assert asked(b) == set(taken_cases(units, last["units"]))
     assert rep["claim"]["licensed"] is False
     md = CliRunner().invoke(cli, ["report", h.run_id]).stdout
@@ -130,9 +130,9 @@ def call_rows(p, run_id: str) -> list[dict]:
         st.close()
 
 
-# margins a 30-case fixture can decide at (8 unanswerable cases; the floor at 0.3 is 7)
-LOOSE = {"margins": {"coverage": 0.3, "abstention_answerable": 0.3,
-                     "abstention_unanswerable": 0.3}}
+# margins a 30-case fixture can decide at (8 unanswerable cases; the floor at 0.4 is 7)
+LOOSE = {"margins": {"coverage": 0.4, "abstention_answerable": 0.4,
+                     "abstention_unanswerable": 0.4}}
 
 
 def test_a_small_fixture_runs_out_and_max_cases_caps_it(proj):
@@ -196,7 +196,7 @@ def test_a_condition_measured_on_no_pair_stops_the_run_after_three_looks(proj):
 
 def test_a_stopped_run_resumes_at_its_unfinished_look_in_the_same_order(proj):
     brain = Brain()
-    units = unit_order([f"q{i:03d}" for i in range(100)], None, 0)
+    units = unit_order([f"q{i:03d}" for i in range(140)], None, 0)
     second_look = taken_cases(units, 40)[20:]
     victim = second_look[3]
     fail = {"on": True}
@@ -208,7 +208,7 @@ def test_a_stopped_run_resumes_at_its_unfinished_look_in_the_same_order(proj):
         return plain_generate(messages)
 
     brain.generate = flaky   # type: ignore[method-assign]
-    p, b = proj(100, brain)
+    p, b = proj(140, brain)
     h = run()
     assert h.status == "incomplete"
     st = abtest.open_store()
@@ -256,7 +256,7 @@ def test_the_view_and_the_html_report_show_the_looks_in_a_browser(proj, tmp_path
     from viewstore import served
 
     pw = playwright_or_skip()
-    p, _ = proj(100)
+    p, _ = proj(140)
     h = run()
     rep = report(h.run_id)
     looks = rep["sequential"]["looks"]
@@ -319,16 +319,16 @@ def test_an_early_stopped_runs_counts_are_the_same_on_every_surface(proj):
 
     from abtest.view.app import create_app
 
-    p, b = proj(100)
+    p, b = proj(140)
     h = run(sequential={"max_cases": 40})
-    want = "40 of 100 used, 60 not needed (max_cases)"
-    assert (h.result.n_cases, h.result.n_used, h.result.n_not_needed) == (100, 40, 60)
+    want = "40 of 140 used, 100 not needed (max_cases)"
+    assert (h.result.n_cases, h.result.n_used, h.result.n_not_needed) == (140, 40, 100)
     assert h.result.line == f"complete: {want}"
     r = CliRunner()
     rep = report(h.run_id)
     assert (rep["n_cases"], rep["n_finished"], rep["n_used"], rep["n_not_needed"]) == \
-        (100, 40, 40, 60)
-    assert rep["progress"]["counts"] == want and rep["sequential"]["cases_not_needed"] == 60
+        (140, 40, 40, 100)
+    assert rep["progress"]["counts"] == want and rep["sequential"]["cases_not_needed"] == 100
     assert f"- Status: **complete** — {want}" in r.invoke(cli, ["report", h.run_id]).stdout
     html = r.invoke(cli, ["report", h.run_id, "--format", "html"]).stdout
     assert f"<strong>complete</strong> — {want}" in html
@@ -339,16 +339,16 @@ def test_an_early_stopped_runs_counts_are_the_same_on_every_surface(proj):
     rows = json.loads(r.invoke(cli, ["runs", "--format", "json"]).stdout)
     for row in (rows[0], abtest.list_runs()[0]):
         assert (row["n_cases"], row["n_finished"], row["n_used"], row["n_not_needed"],
-                row["counts"]) == (100, 40, 40, 60, want)
+                row["counts"]) == (140, 40, 40, 100, want)
     got = abtest.get_run(h.run_id)
     assert (got.result.n_cases, got.result.n_used, got.result.n_not_needed,
-            got.result.counts) == (100, 40, 60, want)
+            got.result.counts) == (140, 40, 100, want)
     typed = abtest.report(h.run_id)
     assert (typed.n_cases, typed.n_used, typed.n_not_needed, typed.progress.counts) == \
-        (100, 40, 60, want)
+        (140, 40, 100, want)
     client = TestClient(create_app(p / "results" / "abtest.duckdb"))
     assert want in client.get("/").text
     assert f"complete — {want}" in client.get(f"/runs/{h.run_id}").text
     prog = client.get(f"/runs/{h.run_id}/progress").json()
     assert (prog["n_cases"], prog["n_used"], prog["not_needed"], prog["counts"]) == \
-        (100, 40, 60, want)
+        (140, 40, 100, want)

@@ -21,7 +21,8 @@ def anytime_metrics(metrics: dict, lk: Look, alpha: float, family: Sequence[str]
     f = out.get("faithfulness")
     if f and s["faithfulness"].ci_low is not None:
         f.update({"ci_low": s["faithfulness"].ci_low, "ci_high": s["faithfulness"].ci_high,
-                  "ci_method": "anytime-valid confidence sequence (normal mixture)",
+                  "ci_method": "anytime-valid betting confidence sequence (Waudby-Smith & "
+                                "Ramdas 2024)",
                   "anytime": True,
                   "p_value": s["faithfulness"].p_value})
         f["drop_bound"] = {**(f.get("drop_bound") or {}),
@@ -32,7 +33,8 @@ def anytime_metrics(metrics: dict, lk: Look, alpha: float, family: Sequence[str]
     if c and c.get("noninferiority") is not None:
         c["noninferiority"].update({"ci_low": s["coverage"].lower, "anytime": True,
                                     "holds": lk.conditions.get("coverage") == "holds",
-                                    "rule": "lower anytime-valid limit of B − A > −margin"})
+                                    "rule": "lower one-sided anytime-valid limit of B − A > "
+                                            "−margin"})
     ab = out.get("abstention") or {}
     for key, side in (("answerable", "upper"), ("unanswerable", "lower")):
         m = ab.get(key)

@@ -328,10 +328,12 @@ def _models(store, run: dict) -> dict:
 # the fixed-N intervals of the report's metrics (computed as if the cases had been fixed in
 # advance) are not; the claim is decided on the last look, never on the fixed-N figures
 SEQUENTIAL_NOTE = ("anytime-valid: each interval, bound and p-value of a look holds at every "
-                   "look at once, so the run could stop at whichever look decided without "
-                   "inflating its error; the fixed-N figures in the metrics above are "
-                   "computed as if the cases used had been fixed in advance, and the claim "
-                   "is decided on the last look's conditions, not on them")
+                   "look at once (betting confidence sequences, each condition's bets tuned "
+                   "to its own cases in the fixture), so the run could stop at whichever look "
+                   "decided without inflating its error; they are usually wider than the "
+                   "fixed-N figures in the metrics above, which are computed as if the cases "
+                   "used had been fixed in advance. The claim is decided on the last look's "
+                   "conditions, not on the fixed-N figures.")
 
 
 def _sequential_block(run: dict, cases: dict, finished: list[str], judg: list, groups,

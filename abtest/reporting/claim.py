@@ -44,8 +44,8 @@ def too_few_groups(m: dict | None) -> bool:
 
 
 def _too_few_reason(m: dict, name: str) -> str:
-    return (f"too few groups: {name} rests on {cases_text(m)}; cluster-robust inference (CR2) "
-            f"needs at least {m['min_groups']} groups")
+    return (f"too few groups: {name} rests on {cases_text(m)}; a claim needs at least "
+            f"{m['min_groups']} groups")
 
 
 def _short_of_floor(m: dict, ni: dict) -> bool:
@@ -120,11 +120,16 @@ def _binary_reason(m: dict | None, label: str, alpha: float, remedy: str) -> str
     if not m or not m.get("n"):
         return f"no {label.split(' on ')[-1]}: {remedy}"
     ni = m.get("noninferiority") or {}
-    if ni.get("units") is not None and _short_of_floor(m, ni):
+    short = _short_of_floor(m, ni)
+    if short and ni.get("units") is not None:
         return _floor_reason(m, ni, label)
     if ni.get("holds"):
         return None
-    lvl = _level(ni, pct(1 - 2 * alpha))
+    side = "lower" if m.get("better") == "higher" else "upper"
+    limit, margin = ni.get(side), ni.get("margin") or 0.0
+    if short and limit is not None and (limit > -margin if side == "lower" else limit < margin):
+        return _floor_reason(m, ni, label)     # the limit clears; the cases are too few
+    lvl = _level(ni, "one-sided " + pct(1 - alpha))
     if m.get("better") == "higher":
         worse = (m.get("difference") or 0) < 0
         lim = f"lower {lvl} limit {num(ni.get('lower'))} ≤ −{ni.get('margin')}"
@@ -159,7 +164,7 @@ def effect_reasons(m: dict, cfg) -> list[str]:
     elif not (c.get("noninferiority") or {}).get("holds"):
         ni = c.get("noninferiority") or {}
         reasons.append(f"coverage not shown non-inferior: B − A = {signed(c['difference'])}, "
-                       f"lower {_level(ni, pct(1 - 2 * alpha))} limit {num(ni.get('ci_low'))} ≤ "
+                       f"lower {_level(ni, 'one-sided ' + pct(1 - alpha))} limit {num(ni.get('ci_low'))} ≤ "
                        f"−{ni.get('margin')} (the margin), over {cases_text(c)}")
     pw = m.get("pairwise") or {}
     if pw.get("direction") == "A":

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 
 from ..fmt import pct
 from ..groups import MIN_GROUPS
-from ..sizing import holm_family, min_n_binary_noninferiority
+from ..sizing import holm_family
 
 # judges that give each answer a 0–1 score: summarised, compared and shown per case alike
 SCORE_JUDGES = ("faithfulness", "coverage", "quality", "relevance", "conformance")
@@ -65,13 +65,10 @@ def group_labels(ids: list[str], groups: Mapping[str, str] | None) -> list | Non
     return None if len(set(labels)) == len(labels) else labels
 
 
-def _sizes(labels: list) -> list[int]:
-    return list(Counter(labels).values())
-
-
 def _too_few(n: int, g: int) -> str:
-    return (f"too few groups: {n} cases in {g} groups; cluster-robust inference (CR2) needs at "
-            f"least {MIN_GROUPS} groups, so no test or interval is given")
+    return (f"too few groups: {n} cases in {g} groups; a claim needs at least {MIN_GROUPS} "
+            "groups (the interval is the betting one on the group means, valid at any number "
+            "of groups, and wide)")
 
 
 def direction(m: dict, alpha: float) -> str | None:
@@ -89,10 +86,12 @@ def continuous(metric: str, a_by: Mapping[str, float | None], b_by: Mapping[str,
                ids: list[str], alpha: float, *, family_size: int = 1,
                reason: Callable[[str, str], str] | None = None,
                groups: Mapping[str, str] | None = None) -> dict:
-    """Paired t (primary), R-compatible Wilcoxon (secondary), Pratt (sensitivity) on the pairs
-    where both sides have a score. Pairs dropped are listed per variant with their reasons
-    (`reason(case_id, "A"|"B")`, default "no score"). With groups (`group_labels`) the same
-    three run with the group as the unit: `_continuous_grouped`."""
+    """B − A on the pairs where both sides have a score: interval and p-value from
+    `abtest.stats.paired` (the t, CR2 with groups, where the units carry at least 30
+    effective units; the betting interval, valid at any N, where they do not), the
+    R-compatible Wilcoxon (secondary) and Pratt (sensitivity), on the per-group means with
+    groups. Pairs dropped are listed per variant with their reasons (`reason(case_id,
+    "A"|"B")`, default "no score")."""
     from .. import stats
 
     reason = reason or (lambda _cid, _v: "no score")
@@ -132,93 +131,100 @@ def continuous(metric: str, a_by: Mapping[str, float | None], b_by: Mapping[str,
     a = [x[1] for x in used]
     b = [x[2] for x in used]
     labels = group_labels([x[0] for x in used], groups)
-    if labels is not None:
-        return _continuous_grouped(out, a, b, labels, alpha, family_size)
-    t = stats.paired_t(a, b, conf_level=level, limits=DIFF_LIMITS)
-    w = stats.wilcoxon(a, b)
-    wp = stats.wilcoxon(a, b, zero_method="pratt", method="asymptotic")
-    out.update({"a": sum(a) / len(a), "b": sum(b) / len(b), "difference": t.mean_diff,
-                "ci_low": t.ci_low, "ci_high": t.ci_high,
-                "ci_method": f"paired t, {pct(level)}, unadjusted, clipped to [-1, 1]",
-                "p_value": t.p_value, "d_z": t.d_z, "sd_d": t.sd_d,
-                "secondary": {"test": f"wilcoxon (R-compatible: zeros dropped, {w.method}"
+    pr = stats.paired(a, b, groups=labels, alpha=alpha)
+    if labels is None:
+        wa, wb, on = a, b, ""
+    else:
+        wa, wb, on = stats.group_means(a, labels), stats.group_means(b, labels), \
+            " on per-group mean differences"
+    w = stats.wilcoxon(wa, wb)
+    wp = stats.wilcoxon(wa, wb, zero_method="pratt", method="asymptotic")
+    out.update({"a": sum(a) / len(a), "b": sum(b) / len(b), "difference": pr.estimate,
+                "ci_low": pr.ci_low, "ci_high": pr.ci_high,
+                "ci_method": f"{pr.method}, {pct(level)}, unadjusted, clipped to [-1, 1]",
+                "test": _test_name(pr), "p_value": pr.p_value, "d_z": pr.d_z, "sd_d": pr.sd_d,
+                "effective_units": pr.effective_units,
+                "secondary": {"test": f"wilcoxon{on} (R-compatible: zeros dropped, {w.method}"
                                       + (", continuity correction" if w.method != "exact" else "")
                                       + ")", "method": w.method, "p_value": w.p_value,
                               "n_used": w.n_used},
-                "sensitivity": {"test": "wilcoxon pratt", "p_value": wp.p_value},
+                "sensitivity": {"test": f"wilcoxon pratt{on}", "p_value": wp.p_value},
                 "summary_a": plain(stats.summary(a)), "summary_b": plain(stats.summary(b))})
-    if len(used) < 30:
-        bs = stats.bootstrap_mean_diff_ci(a, b, n_boot=5000, seed=0, conf_level=level)
-        out["bootstrap"] = {"ci_low": bs.ci_low, "ci_high": bs.ci_high, "n_boot": 5000, "seed": 0}
-    if t.sd_d and len(used) >= 2:
-        a_m = alpha / max(1, family_size)
-        mde = stats.mde_paired_t(len(used), t.sd_d, alpha=a_m)
-        block: dict[str, Any] = {"mde": mde.mde, "d_z": mde.d_z, "alpha": a_m, "power": 0.8,
-                                 "sd_d": t.sd_d}
-        if mde.mde is not None and mde.mde > DIFF_LIMITS[1]:
-            block["mde"] = None
-            block["note"] = (f"with {len(used)} pairs no difference within the 0–1 scale is "
-                             "detectable with 80% power")
-        out["mde"] = block
-    if t.note:
-        out["note"] = t.note
+    if labels is not None:
+        g = pr.n_groups or 0
+        out.update({"n_groups": g, "design_effect": pr.design_effect,
+                    "effective_n": pr.effective_n, "icc": pr.icc, "df": pr.df,
+                    "min_groups": MIN_GROUPS,
+                    "inference": CLUSTER_T if pr.method == stats.CR2_T else
+                    f"betting on the {g} group means (each group one unit)"})
+    out["mde"] = _mde(pr, a, b, labels, alpha, family_size)
+    note = [x for x in pr.notes if not x.startswith(f"{pr.n_groups} groups: a claim needs")]
+    if labels is not None and (pr.n_groups or 0) < MIN_GROUPS:
+        out["note"] = _too_few(len(used), pr.n_groups or 0)
+    elif pr.sd_d == 0 and pr.estimate == 0:
+        out["note"] = "all differences zero: no difference observed (the interval says how " \
+                      "large one these pairs cannot rule out)"
+    elif note:
+        out["note"] = "; ".join(note)
     return out
 
 
-def _continuous_grouped(out: dict, a: list[float], b: list[float], labels: list, alpha: float,
-                        family_size: int) -> dict:
-    """The group as the unit: CR2 t with Bell–McCaffrey df (primary), Wilcoxon and Pratt on
-    the per-group mean differences (one value per group), a cluster bootstrap below 30
-    groups, and the MDE at the effective N. Below MIN_GROUPS no test or interval."""
+def _test_name(pr) -> str:
     from .. import stats
 
-    level = 1 - alpha
-    n = len(a)
-    ct = stats.clustered_paired_t(a, b, labels, conf_level=level, limits=DIFF_LIMITS)
-    g = ct.n_groups
-    ok = g >= MIN_GROUPS
-    ga, gb = stats.group_means(a, labels), stats.group_means(b, labels)
-    w = stats.wilcoxon(ga, gb)
-    wp = stats.wilcoxon(ga, gb, zero_method="pratt", method="asymptotic")
-    out.update({"a": sum(a) / n, "b": sum(b) / n, "difference": ct.mean_diff,
-                "ci_low": ct.ci_low if ok else None, "ci_high": ct.ci_high if ok else None,
-                "ci_method": f"cluster-robust t (CR2, Bell–McCaffrey df), {pct(level)}, "
-                             "unadjusted, clipped to [-1, 1]",
-                "test": "clustered_t (CR2, Bell–McCaffrey df)",
-                "p_value": ct.p_value if ok else None, "d_z": ct.d_z, "sd_d": ct.sd_d,
-                "secondary": {"test": "wilcoxon on per-group mean differences (R-compatible: "
-                                      f"zeros dropped, {w.method}"
-                                      + (", continuity correction" if w.method != "exact" else "")
-                                      + ")", "method": w.method, "p_value": w.p_value,
-                              "n_used": w.n_used},
-                "sensitivity": {"test": "wilcoxon pratt on per-group mean differences",
-                                "p_value": wp.p_value},
-                "summary_a": plain(stats.summary(a)), "summary_b": plain(stats.summary(b)),
-                "n_groups": g, "design_effect": ct.design_effect, "effective_n": ct.effective_n,
-                "icc": ct.icc, "df": ct.df, "min_groups": MIN_GROUPS,
-                "inference": CLUSTER_T if ok else
-                f"none: too few groups ({g} < {MIN_GROUPS}) for cluster-robust inference"})
-    if g < 30:
-        bs = stats.cluster_bootstrap_mean_diff_ci(a, b, labels, n_boot=5000, seed=0,
-                                                  conf_level=level)
-        out["bootstrap"] = {"ci_low": bs.ci_low, "ci_high": bs.ci_high, "n_boot": 5000, "seed": 0,
-                            "method": "cluster percentile (whole groups resampled)"}
-    if ok and ct.sd_d and ct.effective_n and ct.effective_n > 1 and ct.df:
-        a_m = alpha / max(1, family_size)
-        mde = stats.mde_clustered_t(ct.effective_n, ct.df, ct.sd_d, alpha=a_m)
-        block: dict[str, Any] = {"mde": mde.mde, "d_z": mde.d_z, "alpha": a_m, "power": 0.8,
-                                 "sd_d": ct.sd_d, "effective_n": ct.effective_n, "df": ct.df}
-        if mde.mde is not None and mde.mde > DIFF_LIMITS[1]:
-            block["mde"] = None
-            block["note"] = (f"with an effective N of {ct.effective_n:.1f} ({n} cases in {g} "
-                             "groups) no difference within the 0–1 scale is detectable with 80% "
-                             "power")
-        out["mde"] = block
-    if not ok:
-        out["note"] = _too_few(n, g)
-    elif ct.note:
-        out["note"] = ct.note
-    return out
+    if pr.method == stats.PAIRED_T:
+        return "paired_t"
+    if pr.method == stats.CR2_T:
+        return "clustered_t (CR2, Bell–McCaffrey df)"
+    return "betting" + (" on group means" if pr.n_groups else "")
+
+
+def _mde(pr, a: list[float], b: list[float], labels, alpha: float, family_size: int
+         ) -> dict | None:
+    """The smallest difference this N detects with 80 % power, at Holm's first step α/m.
+    For the t (CR2) the noncentral-t answer; for the betting interval, its own half-width
+    at α/m on these data plus z₀.₈ standard errors (the betting interval is wider than the
+    t's, so the t's MDE would overstate what the run can see)."""
+    import math
+    import statistics
+
+    from scipy.stats import norm
+
+    from .. import stats
+
+    if not pr.sd_d or pr.n < 2:
+        return None
+    a_m = alpha / max(1, family_size)
+    n = pr.n
+    block: dict[str, Any] = {"alpha": a_m, "power": 0.8, "sd_d": pr.sd_d}
+    if pr.method == stats.PAIRED_T:
+        mde = stats.mde_paired_t(n, pr.sd_d, alpha=a_m)
+        block.update({"mde": mde.mde, "d_z": mde.d_z})
+    elif pr.method == stats.CR2_T:
+        if not (pr.effective_n and pr.effective_n > 1 and pr.df):
+            return None
+        cm = stats.mde_clustered_t(pr.effective_n, pr.df, pr.sd_d, alpha=a_m)
+        block.update({"mde": cm.mde, "d_z": cm.d_z, "effective_n": pr.effective_n,
+                      "df": pr.df})
+    else:
+        units = [y - x for x, y in zip(a, b)] if labels is None else \
+            [y - x for x, y in zip(stats.group_means(a, labels), stats.group_means(b, labels))]
+        k = len(units)
+        bc = stats.betting_ci(units, conf_level=1 - a_m)
+        if bc.ci_low is None or bc.ci_high is None or k < 2:
+            return None
+        sd_u = statistics.stdev(units)
+        mde_v = (bc.ci_high - bc.ci_low) / 2 + float(norm.ppf(0.8)) * sd_u / math.sqrt(k)
+        block.update({"mde": mde_v, "d_z": mde_v / pr.sd_d,
+                      "method": "betting: the interval's half-width at α/m plus z₀.₈·SE "
+                                "(approximate)"})
+        if labels is not None:
+            block["effective_n"] = pr.effective_n
+    if block.get("mde") is not None and block["mde"] > DIFF_LIMITS[1]:
+        block["mde"] = None
+        block["note"] = (f"with {n} pairs" + (f" in {pr.n_groups} groups" if pr.n_groups else "")
+                         + " no difference within the 0–1 scale is detectable with 80% power")
+    return block
 
 
 def drop_bound(a_by: Mapping[str, float | None], b_by: Mapping[str, float | None],
@@ -229,8 +235,8 @@ def drop_bound(a_by: Mapping[str, float | None], b_by: Mapping[str, float | None
     where only A has none, A counts 1. A variant that refuses exactly the answerable
     questions it would get wrong cannot buy a gain this way. On unanswerable questions an
     answer without a claim is the correct abstention, so those pairs stay out, as do
-    pairs where neither side has a score (both behaved alike). With groups the paired t is
-    the cluster-robust one, and below MIN_GROUPS groups the bound cannot hold."""
+    pairs where neither side has a score (both behaved alike). The test is `stats.paired`'s,
+    as for faithfulness; with groups below MIN_GROUPS the bound cannot hold."""
     from .. import stats
 
     a: list[float] = []
@@ -254,83 +260,70 @@ def drop_bound(a_by: Mapping[str, float | None], b_by: Mapping[str, float | None
         kept.append(cid)
     out: dict[str, Any] = {
         "method": "worst case for B on answerable questions: a pair missing only B's score "
-                  "counts B = 0, a pair missing only A's score counts A = 1; paired t",
+                  "counts B = 0, a pair missing only A's score counts A = 1; the faithfulness "
+                  "test (stats.paired)",
         "imputed_b": n_b, "imputed_a": n_a, "n": len(a), "difference": None,
         "ci_low": None, "ci_high": None, "p_value": None, "holds": False}
     if len(a) < 2:
         return out
     labels = group_labels(kept, groups)
+    pr = stats.paired(a, b, groups=labels, alpha=alpha)
+    ok = labels is None or (pr.n_groups or 0) >= MIN_GROUPS
+    out.update({"difference": pr.estimate, "ci_low": pr.ci_low, "ci_high": pr.ci_high,
+                "p_value": pr.p_value, "test": _test_name(pr),
+                "holds": bool(ok and pr.estimate is not None and pr.estimate > 0
+                              and pr.p_value is not None and pr.p_value <= alpha)})
     if labels is not None:
-        ct = stats.clustered_paired_t(a, b, labels, conf_level=1 - alpha, limits=DIFF_LIMITS)
-        ok = ct.n_groups >= MIN_GROUPS
-        out["method"] = out["method"].replace("paired t", "cluster-robust t (CR2, Bell–McCaffrey "
-                                                          "df) over the groups")
-        out.update({"difference": ct.mean_diff, "ci_low": ct.ci_low if ok else None,
-                    "ci_high": ct.ci_high if ok else None, "p_value": ct.p_value if ok else None,
-                    "n_groups": ct.n_groups,
-                    "inference": CLUSTER_T if ok else
-                    f"none: too few groups ({ct.n_groups} < {MIN_GROUPS})",
-                    "holds": bool(ok and ct.mean_diff is not None and ct.mean_diff > 0
-                                  and ct.p_value is not None and ct.p_value <= alpha)})
-        return out
-    t = stats.paired_t(a, b, conf_level=1 - alpha, limits=DIFF_LIMITS)
-    out.update({"difference": t.mean_diff, "ci_low": t.ci_low, "ci_high": t.ci_high,
-                "p_value": t.p_value,
-                "holds": bool(t.mean_diff is not None and t.mean_diff > 0
-                              and t.p_value is not None and t.p_value <= alpha)})
+        out.update({"n_groups": pr.n_groups,
+                    "inference": (CLUSTER_T if pr.method == stats.CR2_T else
+                                  f"betting on the {pr.n_groups} group means")
+                    + ("" if ok else f"; too few groups for a claim ({pr.n_groups} < "
+                                     f"{MIN_GROUPS})")})
     return out
 
 
 def noninferiority_continuous(a_by, b_by, ids: list[str], margin: float, alpha: float, *,
                               groups: Mapping[str, str] | None = None) -> dict:
-    """Non-inferiority of a 0–1 score (coverage): the lower (1 − 2α) limit of B − A above
-    −margin, and at least `min_n` independent cases (docs/STATISTICS.md §2). The floor is
-    the binary one, ⌊z²(1 − m)/m⌋ + 1: a loss of m on a [−1, 1] difference can sit as full
-    losses on a share m of the cases, and with none of them sampled the (1 − 2α) score
-    limit of that share is z²/(N + z²), which must fall below m. The observed variance
-    cannot replace it: it is zero exactly when no loss was sampled (5 equal pairs once
-    showed non-inferiority, p = 0.5⁵). With groups the count is Kish's n²/Σn_g² (a group
-    of repeats fails together) and the interval the cluster-robust one."""
+    """Non-inferiority of a 0–1 score (coverage): the one-sided (α) betting lower limit of
+    B − A above −margin (`stats.paired`), on at least `min_n` independent cases. The
+    betting bound holds at any N, tied scores included, where the t's lower limit erred
+    7–24 % at the margin (docs/STATISTICS.md §12). The floor is the first N at which pairs
+    that all agree clear the margin: a loss of m on a [−1, 1] difference can sit as full
+    losses on a share m of the cases, and until that many cases show none, nothing shows the
+    loss is not there. With groups the count is Kish's n²/Σn_g² (a group of repeats fails
+    together) and the bound is on the group means."""
     from .. import stats
 
     both = [c for c in ids if a_by.get(c) is not None and b_by.get(c) is not None]
-    min_n = min_n_binary_noninferiority(margin, alpha)
-    out = {"margin": margin, "conf_level": 1 - 2 * alpha, "ci_low": None, "p_value": None,
-           "holds": False, "rule": f"lower {pct(1 - 2 * alpha)} limit of B − A > −margin",
+    min_n = stats.min_n_noninferiority(margin, alpha)
+    out = {"margin": margin, "conf_level": 1 - alpha, "ci_low": None, "p_value": None,
+           "holds": False,
+           "rule": f"one-sided {pct(1 - alpha)} betting lower limit of B − A > −margin",
            "min_n": min_n}
     if len(both) < 2:
         out["note"] = "fewer than 2 pairs"
         return out
     xa, xb = [a_by[c] for c in both], [b_by[c] for c in both]
     labels = group_labels(both, groups)
+    pr = stats.paired(xa, xb, groups=labels, margin=margin, better="higher", alpha=alpha)
+    out.update({"ci_low": _clip(pr.ni_limit), "p_value": pr.ni_p_value,
+                "holds": bool(pr.noninferior)})
+    enough = pr.ni_units is not None and min_n is not None and pr.ni_units >= min_n
     if labels is None:
-        ni = stats.noninferiority_paired_t(xa, xb, margin, alpha=alpha)
-        enough = min_n is None or len(both) >= min_n
-        out.update({"ci_low": _clip(ni.ci_low), "p_value": ni.p_value,
-                    "holds": bool(ni.noninferior and enough)})
-        if ni.note:
-            out["note"] = ni.note
         if not enough:
-            out["note"] = (f"{len(both)} pairs: non-inferiority at margin {margin} needs at least "
-                           f"{min_n}")
+            out["note"] = (f"{len(both)} pairs: non-inferiority at margin {margin} needs at "
+                           f"least {min_n}")
         return out
-    cn = stats.noninferiority_clustered_t(xa, xb, labels, margin, alpha=alpha)
-    units = stats.kish_units(_sizes(labels))
-    ok = cn.n_groups >= MIN_GROUPS
-    enough = min_n is None or units >= min_n
-    out.update({"ci_low": _clip(cn.ci_low) if ok else None, "p_value": cn.p_value if ok else None,
-                "holds": bool(ok and enough and cn.noninferior),
-                "rule": f"lower {pct(1 - 2 * alpha)} cluster-robust limit of B − A > −margin",
-                "n_groups": cn.n_groups, "units": units,
-                "inference": CLUSTER_T if ok else
-                f"none: too few groups ({cn.n_groups} < {MIN_GROUPS})"})
-    if not ok:
-        out["note"] = _too_few(len(both), cn.n_groups)
+    g = pr.n_groups or 0
+    out.update({"rule": f"one-sided {pct(1 - alpha)} betting lower limit of B − A over the "
+                        "group means > −margin",
+                "n_groups": g, "units": pr.ni_units,
+                "inference": f"betting on the {g} group means"})
+    if g < MIN_GROUPS:
+        out["note"] = _too_few(len(both), g)
     elif not enough:
-        out["note"] = (f"{len(both)} pairs in {cn.n_groups} groups, worth {units:.1f} independent "
+        out["note"] = (f"{len(both)} pairs in {g} groups, worth {pr.ni_units:.1f} independent "
                        f"ones: non-inferiority at margin {margin} needs at least {min_n}")
-    elif cn.note:
-        out["note"] = cn.note
     return out
 
 
@@ -339,16 +332,19 @@ def noninferiority_continuous(a_by, b_by, ids: list[str], margin: float, alpha: 
 def binary(name: str, a_by: Mapping[str, bool | None], b_by: Mapping[str, bool | None],
            ids: list[str], alpha: float, *, margin: float | None = None,
            higher_is_better: bool = False, groups: Mapping[str, str] | None = None) -> dict:
-    """Paired 2×2 of abstention, difference B − A (B is the first condition of the table).
-
-    The non-inferiority rule depends on which way is better: where abstaining is an error
-    (answerable questions) B may exceed A by less than the margin (upper limit < margin);
-    where it is correct (unanswerable) B may fall short of A by less than the margin
-    (lower limit > −margin). With groups: `_binary_grouped`."""
+    """Paired 2×2 of abstention, difference B − A (B is the first condition of the table),
+    from `stats.paired(kind="binary")`: Tango's interval and the mid-p McNemar test
+    (Rao–Scott Tango and Durkalski's McNemar with groups). The non-inferiority rule depends
+    on which way is better: where abstaining is an error (answerable questions) B may
+    exceed A by less than the margin (upper limit < margin); where it is correct
+    (unanswerable) B may fall short of A by less than the margin (lower limit > −margin).
+    Both limits are the one-sided betting ones: Tango's limit at the margin erred 6–7 %
+    when A rarely refuses (docs/STATISTICS.md §12)."""
     from .. import stats
 
     used = [(cid, a_by[cid], b_by[cid]) for cid in ids if a_by.get(cid) is not None
             and b_by.get(cid) is not None]
+    side = "lower" if higher_is_better else "upper"
     out: dict[str, Any] = {"metric": name, "n": len(used), "n_dropped": len(ids) - len(used),
                            "a": None, "b": None, "difference": None, "ci_low": None,
                            "ci_high": None, "conf_level": 1 - alpha, "test": "mcnemar_midp",
@@ -356,58 +352,60 @@ def binary(name: str, a_by: Mapping[str, bool | None], b_by: Mapping[str, bool |
                            "direction": None,
                            "better": "higher" if higher_is_better else "lower"}
     if margin is not None:
-        out["noninferiority"] = {"margin": margin, "holds": False,
-                                 "min_n": min_n_binary_noninferiority(margin, alpha),
-                                 "rule": (f"lower {pct(1 - 2 * alpha)} Tango limit of B − A > "
-                                          "−margin") if higher_is_better else
-                                         (f"upper {pct(1 - 2 * alpha)} Tango limit of B − A < "
-                                          "margin")}
+        out["noninferiority"] = {
+            "margin": margin, "holds": False,
+            "min_n": stats.min_n_noninferiority(margin, alpha),
+            "rule": (f"one-sided {pct(1 - alpha)} betting {side} limit of B − A "
+                     + ("> −margin" if higher_is_better else "< margin"))}
     if not used:
         out["note"] = "no cases in this subset"
         return out
+    xa = [1.0 if a else 0.0 for _, a, _ in used]
+    xb = [1.0 if b else 0.0 for _, _, b in used]
     n11 = sum(1 for _, a, b in used if a and b)
     b_only = sum(1 for _, a, b in used if b and not a)
     a_only = sum(1 for _, a, b in used if a and not b)
     n00 = len(used) - n11 - b_only - a_only
     labels = group_labels([u[0] for u in used], groups)
-    if labels is not None:
-        return _binary_grouped(out, used, labels, (n11, b_only, a_only, n00), alpha, margin,
-                               higher_is_better)
-    m = stats.mcnemar(a_only, b_only, method="midp")
-    ci = stats.paired_proportion_diff_ci(n11, b_only, a_only, n00, method="tango",
-                                         conf_level=1 - alpha)
-    out.update({"a": (n11 + a_only) / len(used), "b": (n11 + b_only) / len(used),
-                "difference": ci.estimate, "ci_low": ci.ci_low, "ci_high": ci.ci_high,
-                "ci_method": f"Tango score, {pct(1 - alpha)}, unadjusted", "p_value": m.p_value,
-                "table": {"both": n11, "a_only": a_only, "b_only": b_only, "neither": n00},
-                "secondary": {"p_exact": m.p_exact, "p_chi2": m.p_chi2}})
+    pr = stats.paired(xa, xb, kind="binary", groups=labels, margin=margin,
+                      better="higher" if higher_is_better else "lower", alpha=alpha)
+    n = len(used)
+    out.update({"a": (n11 + a_only) / n, "b": (n11 + b_only) / n,
+                "difference": pr.estimate, "ci_low": pr.ci_low, "ci_high": pr.ci_high,
+                "ci_method": f"{pr.method.split(';')[0]}, {pct(1 - alpha)}, unadjusted",
+                "p_value": pr.p_value,
+                "table": {"both": n11, "a_only": a_only, "b_only": b_only, "neither": n00}})
+    if labels is None:
+        m = stats.mcnemar(a_only, b_only, method="midp")
+        out["secondary"] = {"p_exact": m.p_exact, "p_chi2": m.p_chi2}
+    else:
+        dm = stats.clustered_mcnemar(*_discordant_by_group(used, labels))
+        out.update({"test": "durkalski (clustered McNemar, 1 df)",
+                    "secondary": {"statistic": dm.statistic},
+                    "n_groups": pr.n_groups, "design_effect": pr.design_effect,
+                    "effective_n": pr.effective_n,
+                    "inference": f"cluster (Durkalski McNemar; {pr.method.split(';')[0]})"
+                                 + ("" if dm.design_effect is not None else
+                                    ", worst case: no discordant pair")})
     if margin is not None:
-        ci2 = stats.paired_proportion_diff_ci(n11, b_only, a_only, n00, method="tango",
-                                              conf_level=1 - 2 * alpha)
         ni = out["noninferiority"]
-        # `used` is not empty, so the interval has both limits
-        assert ci2.ci_low is not None and ci2.ci_high is not None
-        if higher_is_better:
-            ni.update({"lower": ci2.ci_low, "holds": bool(ci2.ci_low > -margin)})
-        else:
-            ni.update({"upper": ci2.ci_high, "holds": bool(ci2.ci_high < margin)})
+        ni.update({side: pr.ni_limit, "p_value": pr.ni_p_value, "holds": bool(pr.noninferior)})
+        if labels is not None:
+            ni.update({"units": pr.ni_units, "n_groups": pr.n_groups})
+            ni["rule"] = ni["rule"].replace("limit of B − A", "limit of B − A over the group "
+                                                               "means")
+            if pr.ni_units is not None and ni["min_n"] and pr.ni_units < ni["min_n"]:
+                ni["note"] = (f"{n} cases in {pr.n_groups} groups, worth {pr.ni_units:.1f} "
+                              f"independent ones: non-inferiority at margin {margin} needs at "
+                              f"least {ni['min_n']}")
     if a_only + b_only == 0:
-        out["note"] = "no discordant pairs"
+        out["note"] = "no discordant pairs" if labels is None else (
+            "no discordant pairs: the design effect cannot be estimated; the interval takes "
+            f"the worst case (effective N {pr.effective_n:.1f})")
     return out
 
 
-def _binary_grouped(out: dict, used: list, labels: list, table: tuple[int, int, int, int],
-                    alpha: float, margin: float | None, higher_is_better: bool) -> dict:
-    """The group as the unit for a paired binary: Durkalski's clustered McNemar (its variance
-    from the groups' own discordance imbalances), and Tango's interval on the Rao–Scott
-    effective table (cells / DEFF). DEFF is Durkalski's ratio Σ(b_g − c_g)²/(b + c), at
-    least 1; with no discordant pair it cannot be estimated and takes the worst case, every
-    group's cases alike (Σn_g²/n). Non-inferiority also needs `min_n` independent cases,
-    counted as Kish's n²/Σn_g², so what the sample did not show cannot pass it."""
-    from .. import stats
-
-    n11, b_only, a_only, n00 = table
-    n = len(used)
+def _discordant_by_group(used: list, labels: list) -> tuple[list[int], list[int]]:
     bg: Counter = Counter()
     cg: Counter = Counter()
     for (_, a, b), lab in zip(used, labels):
@@ -416,41 +414,7 @@ def _binary_grouped(out: dict, used: list, labels: list, table: tuple[int, int, 
         elif a and not b:
             cg[lab] += 1
     keys = list(dict.fromkeys(labels))
-    dm = stats.clustered_mcnemar([bg[k] for k in keys], [cg[k] for k in keys])
-    sizes = _sizes(labels)
-    units = stats.kish_units(sizes)
-    deff = max(1.0, dm.design_effect) if dm.design_effect is not None else n / units
-    ci = stats.rao_scott_tango_ci(n11, b_only, a_only, n00, deff, conf_level=1 - alpha)
-    out.update({"a": (n11 + a_only) / n, "b": (n11 + b_only) / n,
-                "difference": ci.estimate, "ci_low": ci.ci_low, "ci_high": ci.ci_high,
-                "ci_method": f"Tango score on the Rao–Scott effective table (cells / {deff:.2f}), "
-                             f"{pct(1 - alpha)}, unadjusted",
-                "test": "durkalski (clustered McNemar, 1 df)", "p_value": dm.p_value,
-                "table": {"both": n11, "a_only": a_only, "b_only": b_only, "neither": n00},
-                "secondary": {"statistic": dm.statistic},
-                "n_groups": len(keys), "design_effect": dm.design_effect,
-                "effective_n": n / deff,
-                "inference": f"cluster (Durkalski McNemar; Rao–Scott Tango, DEFF {deff:.2f}"
-                             + ("" if dm.design_effect is not None else
-                                ", worst case: no discordant pair") + ")"})
-    if margin is not None:
-        ci2 = stats.rao_scott_tango_ci(n11, b_only, a_only, n00, deff, conf_level=1 - 2 * alpha)
-        ni = out["noninferiority"]
-        assert ci2.ci_low is not None and ci2.ci_high is not None
-        enough = ni["min_n"] is None or units >= ni["min_n"]
-        if higher_is_better:
-            ni.update({"lower": ci2.ci_low, "holds": bool(enough and ci2.ci_low > -margin)})
-        else:
-            ni.update({"upper": ci2.ci_high, "holds": bool(enough and ci2.ci_high < margin)})
-        ni.update({"units": units, "n_groups": len(keys)})
-        ni["rule"] = ni["rule"].replace("Tango limit", "Rao–Scott Tango limit")
-        if not enough:
-            ni["note"] = (f"{n} cases in {len(keys)} groups, worth {units:.1f} independent ones: "
-                          f"non-inferiority at margin {margin} needs at least {ni['min_n']}")
-    if a_only + b_only == 0:
-        out["note"] = ("no discordant pairs: the design effect cannot be estimated; the interval "
-                       f"takes the worst case (effective N {n / deff:.1f})")
-    return out
+    return [bg[k] for k in keys], [cg[k] for k in keys]
 
 
 # --------------------------------------------------------------------------- pairwise

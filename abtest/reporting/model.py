@@ -148,14 +148,6 @@ class Summary(_Part):
     low: int
 
 
-class Bootstrap(_Part):
-    ci_low: Num
-    ci_high: Num
-    n_boot: int
-    seed: int
-    method: Optional[str] = Field(None, description="with groups: whole groups resampled")
-
-
 class Mde(_Part):
     mde: Num
     d_z: Num
@@ -166,6 +158,8 @@ class Mde(_Part):
     effective_n: Num = Field(None, description="with groups: the N the MDE is computed at, "
                                                "n / design_effect")
     df: Num = Field(None, description="with groups: the cluster-robust t's degrees of freedom")
+    method: Optional[str] = Field(None, description="how it was computed when the interval is "
+                                                    "the betting one (approximate)")
 
 
 class DropBound(_Part):
@@ -178,6 +172,7 @@ class DropBound(_Part):
     ci_high: Num
     p_value: Num
     holds: bool
+    test: Optional[str] = None
     n_groups: Optional[int] = None
     inference: Optional[str] = None
 
@@ -243,7 +238,9 @@ class ScoreMetric(_Paired):
     sensitivity: Optional[Sensitivity] = None
     summary_a: Optional[Summary] = None
     summary_b: Optional[Summary] = None
-    bootstrap: Optional[Bootstrap] = None
+    effective_units: Num = Field(None, description="n / max(1, skewness², excess kurtosis) of "
+                                                   "the units: from 30 the interval is the t's "
+                                                   "(CR2's), below it the betting one")
     mde: Optional[Mde] = None
     no_claims: Optional[dict[str, list[str]]] = None
     note_no_claims: Optional[str] = None
@@ -597,7 +594,8 @@ class SequentialLook(_Part):
     why: dict[str, str]
     sequences: dict[str, dict[str, Any]] = Field(description="per metric: n units, cases, "
                                                  "mean, sd, ci_low/ci_high (two-sided), "
-                                                 "lower/upper (one-sided), always-valid p")
+                                                 "lower/upper (one-sided), always-valid p, "
+                                                 "n_star (the units its bets are tuned to)")
 
 
 class Sequential(_Part):

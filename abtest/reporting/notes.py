@@ -233,8 +233,8 @@ def metric_notes(r: dict) -> list[Sentence]:
         ni = _d(mm.get("noninferiority"))
         if ni:
             out.append(plain(f"{key} non-inferiority (margin {ni.get('margin')}): "
-                             f"{'holds' if ni.get('holds') else 'not shown'} (lower "
-                             f"{pct(ni.get('conf_level', 0.9))} limit {num(ni.get('ci_low'))})."))
+                             f"{'holds' if ni.get('holds') else 'not shown'} (lower one-sided "
+                             f"{pct(ni.get('conf_level', 0.95))} limit {num(ni.get('ci_low'))})."))
         mde = _d(mm.get("mde"))
         if mde and not mm.get("significant"):
             if mde.get("mde") is None:

@@ -15,7 +15,7 @@ import re
 from adversary import C, Side, build, report
 
 
-def _out_of_scope(n=25):
+def _out_of_scope(n=35):
     return [C(f"u{i:03d}", answerable=False, a=Side(faith=None, abstained=True, cov=None),
               b=Side(faith=None, abstained=True, cov=None)) for i in range(n)]
 
@@ -23,7 +23,7 @@ def _out_of_scope(n=25):
 def test_control_a_genuine_gain_with_validated_judges_is_licensed(tmp_path):
     rnd = random.Random(0)
     cases = []
-    for i in range(60):
+    for i in range(70):
         fa = rnd.choice([0.9, 0.95, 1.0])
         cases.append(C(f"q{i:03d}", a=Side(faith=fa, cov=1.0),
                        b=Side(faith=min(1.0, fa + rnd.choice([0.0, 0.05, 0.1])), cov=1.0),
@@ -52,20 +52,21 @@ def test_the_gate_fails_a_b_that_refuses_most_answerable_questions(tmp_path):
 
 
 def test_the_gate_fails_a_b_significantly_worse_than_a_validated_or_not(tmp_path):
-    cases = [C(f"q{i:03d}", a=Side(faith=1.0, cov=1.0), b=Side(faith=0.92, cov=0.5),
+    cases = [C(f"q{i:03d}", a=Side(faith=1.0, cov=1.0), b=Side(faith=0.92 if i % 2 else 0.7,
+                                                               cov=0.5),
                key_points=["k1", "k2"]) for i in range(60)] + _out_of_scope()
     for validation in (None, ([], [])):  # judges validated, then no human label at all
         rep = report(build(tmp_path / "s", cases, validation=validation))
         g = rep["gate"]
         assert g["decision"] == "FAIL", g
         regression = next(r for r in g["reasons"] if r.startswith("no_regression"))
-        assert "faithfulness B − A -0.080" in regression
+        assert "faithfulness B − A -0.190" in regression
         assert "coverage B − A -0.500" in regression
 
 
 def test_no_claim_while_the_pairwise_judge_significantly_prefers_a(tmp_path):
     """B pastes the retrieved chunks: every claim supported, every key point in it, so B is
-    'more faithful and no less complete'; the pairwise judge prefers A in 50 of 60 in both
+    'more faithful and no less complete'; the pairwise judge prefers A in 50 of 70 in both
     orders. Without the pairwise reason the claim was licensed."""
     ctx = [("c1", "Returns are accepted within 30 days."),
            ("c2", "Damaged goods are refunded in full."), ("c3", "Gift cards cannot be returned.")]
@@ -73,7 +74,7 @@ def test_no_claim_while_the_pairwise_judge_significantly_prefers_a(tmp_path):
     cases = [C(f"q{i:03d}", chunks=ctx, key_points=["30 days"],
                a=Side(answer="You have 30 days [c1].", faith=0.9 if i % 2 else 1.0, cov=1.0),
                b=Side(answer=dump, faith=1.0, cov=1.0),
-               pairwise=("A", "A") if i < 50 else ("tie", "tie")) for i in range(60)]
+               pairwise=("A", "A") if i < 50 else ("tie", "tie")) for i in range(70)]
     rep = report(build(tmp_path / "s", cases + _out_of_scope()))
     pw = rep["metrics"]["pairwise"]
     assert (pw["a_wins"], pw["b_wins"], pw["direction"]) == (50, 0, "A")
@@ -155,14 +156,14 @@ def test_no_claim_when_b_fills_the_claim_extractors_cap(tmp_path):
                       faith=judged["A" if i % 2 else "A1"][0],
                       result=judged["A" if i % 2 else "A1"][1]),
                b=Side(answer=long_b, faith=judged["B"][0], cov=1.0, result=judged["B"][1]))
-             for i in range(60)]
+             for i in range(70)]
     rep = report(build(tmp_path / "s", cases + _out_of_scope()))
     f = rep["metrics"]["faithfulness"]
     assert f["direction"] == "B" and f["max_claims"] == 8
-    assert len(f["at_claim_cap"]["B"]) == 60 and f["at_claim_cap"]["A"] == []
+    assert len(f["at_claim_cap"]["B"]) == 70 and f["at_claim_cap"]["A"] == []
     c = rep["claim"]
     assert not c["licensed"] and len(c["reasons"]) == 1, c["reasons"]
-    assert c["reasons"][0].startswith("60 of B's answers gave the claim extractor the most "
+    assert c["reasons"][0].startswith("70 of B's answers gave the claim extractor the most "
                                       "claims it keeps (max_claims 8)")
 
 
@@ -193,7 +194,7 @@ def test_judge_validation_counts_labelled_items_not_labels(tmp_path):
 
     rnd = random.Random(0)
     cases = []
-    for i in range(60):
+    for i in range(70):
         fa = rnd.choice([0.9, 0.95, 1.0])
         cases.append(C(f"q{i:03d}", a=Side(faith=fa, cov=1.0),
                        b=Side(faith=min(1.0, fa + rnd.choice([0.0, 0.05, 0.1])), cov=1.0),
@@ -242,7 +243,7 @@ def _through_the_judges(case, answer, v):
 
 
 def _soft_refusal_world(b_hard):
-    """80 answerable depot questions and 25 out of scope. On every fourth A states the wrong
+    """80 answerable depot questions and 35 out of scope. On every fourth A states the wrong
     hour beside a true fact (faithfulness 0.5); B answers that one with `b_hard`, and every
     other one as A does, correctly."""
     cases = []

@@ -101,7 +101,7 @@ def test_coverage_fell():
         "margin": 0.05, "holds": False, "ci_low": -0.09, "conf_level": 0.9})
     r = withheld(rep)
     assert r.startswith("coverage not shown non-inferior: B − A = -0.060")
-    assert "lower 90% limit -0.090 ≤ −0.05 (the margin)" in r
+    assert "lower one-sided 95% limit -0.090 ≤ −0.05 (the margin)" in r
 
 
 def test_coverage_without_noninferiority_result_is_not_shown_noninferior():
@@ -122,7 +122,7 @@ def test_answerable_refusals_rose():
         difference=0.1, noninferiority={"holds": False, "upper": 0.18, "margin": 0.05, "min_n": 52})
     r = withheld(rep)
     assert r.startswith("refusals on answerable cases rose: B − A = +0.100")
-    assert "upper 90% limit 0.180 ≥ 0.05 (the margin)" in r
+    assert "upper one-sided 95% limit 0.180 ≥ 0.05 (the margin)" in r
 
 
 def test_answerable_refusals_not_shown_not_to_rise_names_the_smallest_n():
@@ -147,7 +147,7 @@ def test_unanswerable_abstention_fell():
         difference=-0.2, noninferiority={"holds": False, "lower": -0.35, "margin": 0.1, "min_n": 25})
     r = withheld(rep)
     assert r.startswith("correct abstention on unanswerable cases fell: B − A = -0.200")
-    assert "lower 90% limit -0.350 ≤ −0.1" in r
+    assert "lower one-sided 95% limit -0.350 ≤ −0.1" in r
 
 
 def test_no_unanswerable_cases_withholds():

@@ -175,18 +175,18 @@ def test_exact_repeats_are_analysed_as_their_distinct_cases():
 
 def test_repeats_cannot_pass_a_margin_their_distinct_cases_cannot():
     """40 distinct answerable cases written 3 times: 120 rows, but 40 independent ones, fewer
-    than the 52 a 0.05 margin needs, for coverage and for refusals alike."""
+    than the 68 a 0.05 margin needs, for coverage and for refusals alike."""
     cases, groups = _repeat(_distinct(40, 30, seed=2), 3)
     m, _, _ = _metrics(cases, groups)
     cov = m["coverage"]["noninferiority"]
-    assert cov["min_n"] == 52 and cov["units"] == pytest.approx(40) and cov["holds"] is False
+    assert cov["min_n"] == 68 and cov["units"] == pytest.approx(40) and cov["holds"] is False
     ref = m["abstention"]["answerable"]["noninferiority"]
     assert ref["units"] == pytest.approx(40) and ref["holds"] is False
     reasons = _claim(m)["reasons"]
     assert ("coverage: 120 cases with references in 40 groups, worth 40.0 independent ones; "
-            "non-inferiority at margin 0.05 needs ≥ 52") in reasons
+            "non-inferiority at margin 0.05 needs ≥ 68") in reasons
     assert ("refusals on answerable cases: 120 cases in 40 groups, worth 40.0 independent ones; "
-            "non-inferiority at margin 0.05 needs ≥ 52") in reasons
+            "non-inferiority at margin 0.05 needs ≥ 68") in reasons
     # ignoring the groups, the same rows hold both conditions
     iid, _, _ = _metrics(cases)
     assert iid["coverage"]["noninferiority"]["holds"]
@@ -194,16 +194,16 @@ def test_repeats_cannot_pass_a_margin_their_distinct_cases_cannot():
 
 
 def test_a_grouped_claim_says_cases_in_groups():
-    distinct = _distinct(60, 30, seed=3)
+    distinct = _distinct(70, 35, seed=3)
     cases, groups = _repeat(distinct, 2)
     m, _, _ = _metrics(cases, groups)
     c = _claim(m)
     assert c["licensed"], c["reasons"]
     s = c["sentence"]
-    assert "paired over 118 questions in 59 groups" in s    # A refused one (2 rows)
-    assert "over 120 questions in 60 groups, margin 0.05" in s          # coverage
-    assert "refusals on answerable questions B − A -0.017 over 120 in 60 groups" in s
-    assert "unanswerable questions B − A" in s and "over 60 in 30 groups, margin 0.1" in s
+    assert "paired over 138 questions in 69 groups" in s    # A refused one (2 rows)
+    assert "over 140 questions in 70 groups, margin 0.05" in s          # coverage
+    assert "refusals on answerable questions B − A -0.014 over 140 in 70 groups" in s
+    assert "unanswerable questions B − A" in s and "over 70 in 35 groups, margin 0.1" in s
 
 
 # --------------------------------------------------------------------------- clustering
@@ -249,7 +249,7 @@ def test_correlated_groups_use_the_cr2_interval():
     assert b["n_groups"] == 30 and b["p_value"] == pytest.approx(f["p_value"])
 
 
-def test_too_few_groups_gives_no_test_and_no_licence():
+def test_too_few_groups_gives_the_betting_interval_and_no_licence():
     distinct = _distinct(12, 0, seed=5, gain=0.3)
     cases, groups = [], {}
     for c in distinct:                           # 12 documents of 5 varied questions each
@@ -261,13 +261,20 @@ def test_too_few_groups_gives_no_test_and_no_licence():
     m, _, _ = _metrics(cases, groups)
     f = m["faithfulness"]
     assert f["n_groups"] == 11 < MIN_GROUPS               # A refused in one document
-    assert f["p_value"] is None and f["ci_low"] is None and f["p_holm"] is None
-    assert f["inference"] == f"none: too few groups (11 < {MIN_GROUPS}) for cluster-robust inference"
+    # the betting interval on the 11 group means: valid at any number of groups, and wide
+    gm = {}
+    for c in cases:
+        if c["fa"] is not None and c["answerable"]:
+            gm.setdefault(groups[c["id"]], []).append(c["fb"] - c["fa"])
+    want = S.betting_ci(S._ordered(np.array([np.mean(v) for v in gm.values()])))
+    assert (f["ci_low"], f["ci_high"], f["p_value"]) == pytest.approx(
+        (want.ci_low, want.ci_high, want.p_value))
+    assert f["inference"] == "betting on the 11 group means (each group one unit)"
     assert f["difference"] == pytest.approx(np.mean([c["fb"] - c["fa"] for c in cases
                                                      if c["fa"] is not None]))
     reasons = _claim(m)["reasons"]
-    assert (f"too few groups: faithfulness rests on 55 cases in 11 groups; cluster-robust "
-            f"inference (CR2) needs at least {MIN_GROUPS} groups") in reasons
+    assert (f"too few groups: faithfulness rests on 55 cases in 11 groups; a claim needs at "
+            f"least {MIN_GROUPS} groups") in reasons
     # the pairwise sign test on groups is exact at any number of groups (here 12 documents
     # and 30 unanswerable singletons)
     assert m["pairwise"]["n_groups"] == 42 and m["pairwise"]["p_value"] is not None
@@ -276,42 +283,42 @@ def test_too_few_groups_gives_no_test_and_no_licence():
 # --------------------------------------------------------------------------- minimum evidence
 
 def _with_coverage_on(k, seed=6):
-    cases = _distinct(60, 30, seed=seed, cov=False)
+    cases = _distinct(max(70, k), 35, seed=seed, cov=False)
     for c in cases[:k]:
         c.update(ca=1.0, cb=1.0)
     return cases
 
 
 def test_coverage_on_five_cases_cannot_license():
-    """Five equal coverage pairs: the test alone says non-inferior (sign test 0.5⁵ = 0.031),
-    but a loss of 0.05 hides on a share 0.05 of the cases, and 5 cases cannot see it."""
+    """Five equal coverage pairs: the t's sign-test fallback once said non-inferior (0.5⁵ =
+    0.031), but a loss of 0.05 hides on a share 0.05 of the cases, and 5 cases cannot see it.
+    The betting bound of five tied pairs is far below the margin, and the floor says why."""
     m, _, _ = _metrics(_with_coverage_on(5))
     ni = m["coverage"]["noninferiority"]
-    assert ni["p_value"] == pytest.approx(0.5 ** 5) and ni["ci_low"] == 0.0
-    z2 = st.norm.ppf(0.95) ** 2
-    assert ni["min_n"] == math.floor(z2 * 0.95 / 0.05) + 1 == 52
+    assert ni["ci_low"] < -0.05 and ni["p_value"] > 0.05
+    assert ni["min_n"] == S.min_n_noninferiority(0.05) == 68
     assert ni["holds"] is False
     c = _claim(m)
     assert c["reasons"] == ["coverage: 5 cases with references; non-inferiority at margin 0.05 "
-                            "needs ≥ 52"]
+                            "needs ≥ 68"]
 
 
 def test_coverage_at_the_floor_licenses():
-    m, _, _ = _metrics(_with_coverage_on(52))
+    m, _, _ = _metrics(_with_coverage_on(68))
     assert m["coverage"]["noninferiority"]["holds"] is True
-    assert _claim(m)["licensed"]
-    m51, _, _ = _metrics(_with_coverage_on(51))
-    assert _claim(m51)["reasons"] == ["coverage: 51 cases with references; non-inferiority at "
-                                      "margin 0.05 needs ≥ 52"]
+    assert _claim(m)["licensed"], _claim(m)["reasons"]
+    m67, _, _ = _metrics(_with_coverage_on(67))
+    assert _claim(m67)["reasons"] == ["coverage: 67 cases with references; non-inferiority at "
+                                      "margin 0.05 needs ≥ 68"]
 
 
 def test_every_failing_condition_states_its_n():
-    cases = _distinct(60, 30, seed=8)
-    for c in cases[:60]:
+    cases = _distinct(70, 35, seed=8)
+    for c in cases[:70]:
         c.update(cb=0.0 if c["ca"] == 1.0 else c["cb"], fb=c["fa"])   # B loses coverage
     m, _, _ = _metrics(cases)
     reasons = _claim(m)["reasons"]
     cov = next(r for r in reasons if r.startswith("coverage not shown non-inferior"))
-    assert cov.endswith(", over 60 cases")
+    assert cov.endswith(", over 70 cases")
     faith = next(r for r in reasons if r.startswith("not significant"))
-    assert "over 59 cases)" in faith
+    assert "over 69 cases)" in faith

@@ -58,7 +58,7 @@ def test_holm_family_is_fixed_from_the_configuration_not_the_data():
 
     rng = __import__("random").Random(3)
     fa = [rng.random() for _ in range(40)]
-    fb = [min(1.0, x + 0.1 + rng.uniform(-0.2, 0.2)) for x in fa]
+    fb = [min(1.0, max(0.0, x + 0.1 + rng.uniform(-0.2, 0.2))) for x in fa]
     ids = [str(i) for i in range(40)]
     m, _, holm = compute_metrics(ids, _jv(fa, fb), {}, {}, CFG, CFG.judges)
     # only faithfulness has data; the family is still the five configured members
@@ -78,12 +78,23 @@ def test_holm_family_is_fixed_from_the_configuration_not_the_data():
 def test_a_perfectly_consistent_gain_is_significant_and_licensable():
     from abtest.reporting.metrics import compute_metrics
 
+    import math
+
     ids = [str(i) for i in range(20)]
     m, _, _ = compute_metrics(ids, _jv([0.5] * 20, [1.0] * 20), {}, {}, CFG, ["faithfulness"])
     f = m["faithfulness"]
-    assert f["difference"] == 0.5 and f["p_value"] == pytest.approx(2 * 0.5 ** 20)
-    assert f["significant"] is True and f["direction"] == "B"
-    assert (f["ci_low"], f["ci_high"]) == (0.5, 0.5)
+    # twenty equal gains carry no spread for a t: the betting interval, whose p-value is
+    # 2/K⁺_n(½) for x = (0.5 + 1)/2 = 0.75 every time (from the definition, by hand)
+    cap, ss, s2 = 1.0, 0.0, 0.25
+    for t in range(1, 21):
+        lam = math.sqrt(2 * math.log(2 / 0.05) / (s2 * 20))
+        cap *= 1 + min(lam, 0.9 / 0.5) * 0.25
+        ss += (0.75 - (0.5 + 0.75 * t) / (t + 1)) ** 2
+        s2 = (0.25 + ss) / (t + 1)
+    assert f["difference"] == 0.5 and f["p_value"] == pytest.approx(2 / cap)
+    assert f["test"] == "betting" and f["significant"] is True and f["direction"] == "B"
+    # twenty equal gains do not pin the difference: the interval has width, around 0.5
+    assert 0 < f["ci_low"] < 0.5 < f["ci_high"] <= 1
 
 
 def test_mde_never_leaves_the_scale():
@@ -182,7 +193,7 @@ def test_direction_is_the_significant_side(diff, p_holm, want):
 
 
 def test_continuous_values_against_scipy():
-    """Means, drops, bootstrap and MDE of one metric, each computed independently."""
+    """Means, drops and MDE of one metric, each computed independently."""
     import numpy as np
     from scipy import stats as sst
     from statsmodels.stats.power import TTestPower
@@ -201,27 +212,31 @@ def test_continuous_values_against_scipy():
     assert (m["dropped"]["b_only"], m["dropped"]["a_only"], m["dropped"]["both"]) == (["20"], ["21"], ["22"])
     assert m["a"] == pytest.approx(a.mean()) and m["b"] == pytest.approx(b.mean())
     assert m["significant"] is False  # until Holm says otherwise
-    bs = sst.bootstrap((b - a,), np.mean, n_resamples=5000, confidence_level=0.95,
-                       method="percentile", vectorized=True, rng=np.random.default_rng(0))
-    assert m["bootstrap"]["ci_low"] == pytest.approx(bs.confidence_interval.low)
-    assert m["bootstrap"]["ci_high"] == pytest.approx(bs.confidence_interval.high)
+    assert "bootstrap" not in m     # percentile bootstraps covered 0.56–0.92: dropped
     sd = float(np.std(b - a, ddof=1))
     dz = abs(float(np.ravel(TTestPower().solve_power(effect_size=None, nobs=20, alpha=0.01,
                                                       power=0.8))[0]))
     assert m["mde"]["alpha"] == pytest.approx(0.01) and m["mde"]["power"] == 0.8
-    assert m["mde"]["mde"] == pytest.approx(dz * sd)
+    # 20 pairs are fewer than 30 effective units: the betting interval, wider than the t's,
+    # so its detectable difference is larger than the t's d_z · sd
+    assert m["test"] == "betting" and m["effective_units"] < 30
+    assert m["mde"]["method"].startswith("betting") and m["mde"]["mde"] > dz * sd
     assert m["secondary"]["method"] == "asymptotic" or "exact" in m["secondary"]["test"]
     big = continuous("x", {str(i): 0.5 for i in range(40)},
                      {str(i): 0.5 + (0.1 if i % 2 else -0.05) for i in range(40)},
                      [str(i) for i in range(40)], 0.05)
-    assert "bootstrap" not in big  # only below 30 pairs
+    t = sst.ttest_rel([0.5 + (0.1 if i % 2 else -0.05) for i in range(40)], [0.5] * 40)
+    assert big["test"] == "paired_t" and big["p_value"] == pytest.approx(t.pvalue)
+    assert big["mde"]["mde"] == pytest.approx(
+        abs(float(np.ravel(TTestPower().solve_power(effect_size=None, nobs=40, alpha=0.05,
+                                                    power=0.8))[0])) * float(np.std(
+            [0.1 if i % 2 else -0.05 for i in range(40)], ddof=1)))
     none = continuous("x", {"1": None}, {"1": None}, ["1"], 0.05)
     assert none["significant"] is False and none["n"] == 0 and none["n_dropped"] == 1
 
 
 def test_drop_bound_edges():
-    from scipy import stats as sst
-
+    from abtest import stats as S
     from abtest.reporting.metrics import drop_bound
 
     # fewer than two pairs: no bound, never holds
@@ -229,8 +244,9 @@ def test_drop_bound_edges():
     assert b1["holds"] is False and b1["n"] == 1 and b1["imputed_b"] == 1
     # exactly two pairs: a test; an unknown answerability counts as answerable (worst case)
     b2 = drop_bound({"1": 0.2, "2": 0.9}, {"1": 0.9, "2": None}, ["1", "2"], {}, 0.05)
-    want = sst.ttest_rel([0.9, 0.0], [0.2, 0.9])
-    assert b2["n"] == 2 and b2["imputed_b"] == 1 and b2["p_value"] == pytest.approx(want.pvalue)
+    want = S.paired([0.2, 0.9], [0.9, 0.0])
+    assert b2["n"] == 2 and b2["imputed_b"] == 1 and b2["p_value"] == want.p_value
+    assert b2["test"] == "betting"
     # an unanswerable one-sided drop stays out
     b3 = drop_bound({"1": 0.2, "2": 0.9, "3": 0.1}, {"1": 0.9, "2": None, "3": 0.8},
                     ["1", "2", "3"], {"2": False}, 0.05)
@@ -238,6 +254,7 @@ def test_drop_bound_edges():
 
 
 def test_binary_counts_rates_and_strict_margins():
+    import numpy as np
     from scipy import stats as sst
 
     from abtest import stats as S
@@ -256,16 +273,22 @@ def test_binary_counts_rates_and_strict_margins():
     assert (m["a"], m["b"]) == pytest.approx((9 / 32, 7 / 32))
     midp = sst.binomtest(3, 8, 0.5).pvalue - sst.binom.pmf(3, 8, 0.5)
     assert m["p_value"] == pytest.approx(midp) and m["difference"] == pytest.approx(-2 / 32)
-    ci90 = S.paired_proportion_diff_ci(4, 3, 5, 20, conf_level=0.90)
-    assert m["noninferiority"]["lower"] == pytest.approx(ci90.ci_low)
+    tg = S.tango_ci(4, 3, 5, 20)
+    assert (m["ci_low"], m["ci_high"]) == pytest.approx((tg.ci_low, tg.ci_high))
+    # non-inferiority reads the one-sided betting limits of the 32 differences, in the fixed
+    # order paired() bets in
+    d = [float(y) - float(x) for x, y in cells]
+    low = S.betting_bound(S._ordered(np.array(d)), alpha=0.05, side="lower").limit
+    high = S.betting_bound(S._ordered(np.array(d)), alpha=0.05, side="upper").limit
+    assert m["noninferiority"]["lower"] == pytest.approx(low)
     # a limit exactly at the margin does not show non-inferiority (strict inequalities)
-    at = binary("u", a, b, ids, 0.05, margin=-ci90.ci_low, higher_is_better=True)
+    at = binary("u", a, b, ids, 0.05, margin=-low, higher_is_better=True)
     assert at["noninferiority"]["holds"] is False
-    assert binary("u", a, b, ids, 0.05, margin=-ci90.ci_low + 1e-9,
+    assert binary("u", a, b, ids, 0.05, margin=-low + 1e-9,
                   higher_is_better=True)["noninferiority"]["holds"] is True
-    at = binary("a", a, b, ids, 0.05, margin=ci90.ci_high)
+    at = binary("a", a, b, ids, 0.05, margin=high)
     assert at["noninferiority"]["holds"] is False
-    assert binary("a", a, b, ids, 0.05, margin=ci90.ci_high + 1e-9)["noninferiority"]["holds"]
+    assert binary("a", a, b, ids, 0.05, margin=high + 1e-9)["noninferiority"]["holds"]
     empty = binary("a", {}, {}, [], 0.05, margin=0.05)
     assert empty["noninferiority"]["holds"] is False and empty["significant"] is False
     # the CI's level is part of the JSON contract, and a table without discordant pairs says so

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from scipy import stats as st
+
+import betting_reference as ref
 from statsmodels.stats.multitest import multipletests
 
 from abtest.cli import cli
@@ -105,16 +107,17 @@ def test_every_family_member_matches_an_independent_computation(world):
     fa = {i: 0.0 if i % 4 == 0 else 1.0 for i in ans}
     fb = {i: 1.0 for i in ans if i != 5}
     used = [i for i in ans if i in fb]  # unanswerable: B always refuses -> every pair dropped
-    t = st.ttest_rel([fb[i] for i in used], [fa[i] for i in used])
+    # 15 pairs, mostly ties: the betting interval (betting_reference: the paper's definition)
+    t = ref.ci(ref.ordered([fb[i] - fa[i] for i in used]))
     # coverage: answerable only; a refusal covers nothing
     ca = [0.0 if i % 4 == 0 else 1.0 for i in ans]
     cb = [0.0 if i == 5 else 1.0 for i in ans]
-    tc = st.ttest_rel(cb, ca)
+    tc = ref.ci(ref.ordered([y - x for x, y in zip(ca, cb)]))
     # pairwise (the scripted judge prefers the citing answer): B wins 0 4 8 12, A wins 5
     p_pw = st.binomtest(4, 5, 0.5).pvalue
     p_ans = _midp(0, 1)             # answerable: B alone refuses case 5
     p_un = _midp(0, N_UN // 2)      # unanswerable: B alone refuses the odd ones
-    ps = [p_pw, t.pvalue, tc.pvalue, p_ans, p_un]
+    ps = [p_pw, t[2], tc[2], p_ans, p_un]
     reject, holm, _, _ = multipletests(ps, alpha=ALPHA, method="holm")
     got = [m["pairwise"], m["faithfulness"], m["coverage"], m["abstention"]["answerable"],
            m["abstention"]["unanswerable"]]
@@ -124,14 +127,16 @@ def test_every_family_member_matches_an_independent_computation(world):
         assert g["p_value"] == pytest.approx(p, rel=1e-9), g["metric"]
         assert g["p_holm"] == pytest.approx(ph, rel=1e-9), g["metric"]
         assert g["significant"] is bool(rj), g["metric"]
-    # the intervals: faithfulness and coverage paired t (coverage's non-inferiority at 90 %),
-    # pairwise the t interval on per-case scores {1, .5, 0} as B − A win rates
-    assert (m["faithfulness"]["ci_low"], m["faithfulness"]["ci_high"]) == pytest.approx(
-        tuple(t.confidence_interval(0.95)))
+    # the intervals: faithfulness and coverage the betting ones (to the reference's grid of
+    # 1/2000), coverage's non-inferiority the one-sided betting limit; pairwise the t
+    # interval on per-case scores {1, .5, 0} as B − A win rates
+    f = m["faithfulness"]
+    assert t[0] - 1e-3 <= f["ci_low"] <= t[0] and t[1] <= f["ci_high"] <= t[1] + 1e-3
     ni = m["coverage"]["noninferiority"]
-    assert ni["conf_level"] == pytest.approx(0.90)
-    assert ni["ci_low"] == pytest.approx(tc.confidence_interval(0.90).low)
-    assert ni["holds"] is bool(tc.confidence_interval(0.90).low > -0.05)
+    low, p_ni = ref.bound(ref.ordered([y - x for x, y in zip(ca, cb)]), 0.05, "lower", -0.05)
+    assert ni["conf_level"] == pytest.approx(0.95)
+    assert low - 1e-3 <= ni["ci_low"] <= low and ni["p_value"] == pytest.approx(p_ni)
+    assert ni["holds"] is False      # 16 cases: below the 68 a 0.05 margin needs
     scores = [1.0] * 4 + [0.0] + [0.5] * (N_ANS + N_UN - 5)
     wr = st.ttest_1samp(scores, 0.5).confidence_interval(0.95)
     assert m["pairwise"]["ci_low"] == pytest.approx(2 * wr.low - 1)
@@ -155,8 +160,8 @@ def test_every_family_member_matches_an_independent_computation(world):
                                                         "b_only": N_UN // 2, "neither": 0}
     # the worst-case bound counts B's one answerable refusal as B = 0 against A's 1
     bound = m["faithfulness"]["drop_bound"]
-    tb = st.ttest_rel([fb.get(i, 0.0) for i in ans], [fa[i] for i in ans])
-    assert bound["imputed_b"] == 1 and bound["p_value"] == pytest.approx(tb.pvalue)
+    tb = ref.ci(ref.ordered([fb.get(i, 0.0) - fa[i] for i in ans]))
+    assert bound["imputed_b"] == 1 and bound["p_value"] == pytest.approx(tb[2])
 
 
 def test_hallucinating_b_is_an_incident_and_fails_the_gate(world):
