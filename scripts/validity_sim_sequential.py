@@ -71,7 +71,8 @@ def experiment(sc, n: int, seed: int, cfg, look_units: int, *, fixed: bool, peek
                ) -> dict:
     from abtest.reporting.anytime import anytime_metrics
     from abtest.reporting.metrics import compute_metrics
-    from abtest.sequential import case_differences, expected_units, look
+    from abtest.sequential import (case_differences, eligible_cases, expected_units, look,
+                                   undecidable_reason)
     from abtest.sizing import holm_family
 
     w = vs.World(sc, n, seed)
@@ -80,7 +81,9 @@ def experiment(sc, n: int, seed: int, cfg, look_units: int, *, fixed: bool, peek
     units = units_in_order(w, seed)
     diffs = case_differences(ids, jv, answerable)
     family = holm_family(cfg.judges)
-    n_stars = expected_units(units, len(units), vs.fixture_view(w, sc))
+    view = vs.fixture_view(w, sc)
+    n_stars = expected_units(units, len(units), view)
+    eligible = eligible_cases(view, cfg.judges)   # the runner's undecidable stop, as it reads it
     taken: list[str] = []
     prev = None
     peeked = faith_fixed = faith_seq = False
@@ -100,6 +103,10 @@ def experiment(sc, n: int, seed: int, cfg, look_units: int, *, fixed: bool, peek
         fs = lk.sequences["faithfulness"]
         faith_seq = faith_seq or bool((fs.p_value or 1) <= cfg.alpha and (fs.mean or 0) > 0)
         prev = lk
+        if lk.stop is None:
+            why = undecidable_reason(lk, k, taken, eligible, cfg)
+            if why is not None:
+                lk.stop, lk.why["undecidable"] = "undecidable", why
         if lk.stop:
             break
     assert lk is not None
@@ -156,7 +163,7 @@ def print_table(rows, look_units: int, quick: bool) -> int:
     alpha = vs.ALPHA
     print(f"| scenario | N | runs | licensed, sequential (look every {look_units} units) | "
           "licensed, fixed N (all cases) | fixed N checked at every look | median share of "
-          "the fixture used | stops: decision / futility / ran out | sound? |")
+          "the fixture used | stops: decision / futility / undecided / ran out | sound? |")
     print("|---|---|---|---|---|---|---|---|---|")
     ok_all = True
     fixed_power = {}
@@ -170,7 +177,7 @@ def print_table(rows, look_units: int, quick: bool) -> int:
         peek = f"{r.peek_licensed / r.peek_runs:.3f} ({r.peek_runs})" if r.peek_runs else "—"
         med = vs._median(r.fractions)
         stops = " / ".join(str(r.stops.get(s, 0)) for s in ("decision", "futility",
-                                                              "exhausted"))
+                                                              "undecidable", "exhausted"))
         if sc.name in vs.NULL_TYPE:
             se = (alpha * (1 - alpha) / r.runs) ** 0.5
             ok, why = rate <= alpha + (2 * se if quick else 0), f"≤ α ({alpha})"

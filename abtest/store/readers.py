@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Iterable, Protocol
 
 from ..errors import UserError
+from .writer import StoreClosing
 
 MAX_BODY = 1 << 20
 
@@ -44,7 +45,8 @@ class Served(Protocol):
 
     path: Path
 
-    def _raw(self, sql: str, params: Iterable = ()) -> tuple[list[str], list[tuple]]: ...
+    def _raw(self, sql: str, params: Iterable = (), *, served: bool = False
+             ) -> tuple[list[str], list[tuple]]: ...
 
 
 def sidecar(path: Path) -> Path:
@@ -106,7 +108,9 @@ class ReadService:
                 if not isinstance(sql, str) or not read_only_sql(sql):
                     return self._send(400, {"error": "only a single SELECT is served"})
                 try:
-                    names, rows = service.store._raw(sql, params)
+                    names, rows = service.store._raw(sql, params, served=True)
+                except StoreClosing:   # this process is letting go of the file: read it there
+                    return self._send(503, {"error": "closing"})
                 except Exception as exc:  # the reader shows it as a bad read
                     return self._send(400, {"error": f"{type(exc).__name__}: {exc}"[:500]})
                 if req.get("shape") == "columns":   # names once, then lists: less to encode
@@ -215,6 +219,9 @@ def remote_rows(info: dict, sql: str, params, *, path: Path,
             return [dict(zip(names, r)) for r in got["data"]]
         return got["rows"]   # a writer from an abtest before columns
     except urllib.error.HTTPError as exc:
+        if exc.code == 503:   # the writer is letting go of the file: the reader opens it
+            raise WriterGone("the process writing the results store is closing it",
+                             file=str(path)) from None
         try:
             msg = json.loads(exc.read()).get("error")
         except ValueError:

@@ -64,6 +64,7 @@ class Store:
         self.lock = threading.RLock()
         self._local = threading.local()
         self._cursors: list = []
+        self._spare: list = []   # pooled cursors of reads served to other processes
         self._writer: GroupCommit | None = None
         self._gate = ReadGate()
         self._active: set[str] = set()  # runs this process writes now (status "running")
@@ -246,6 +247,7 @@ class Store:
             self._readers = None
         if self.con is None:  # a remote reader holds nothing
             return
+        self._gate.close()   # another process's reads through us finish before the file goes
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -317,14 +319,34 @@ class Store:
         names, rows = self._raw(sql, params)
         return [dict(zip(names, r)) for r in rows]
 
-    def _raw(self, sql: str, params: Iterable = ()) -> tuple[list[str], list[tuple]]:
+    def _raw(self, sql: str, params: Iterable = (), *, served: bool = False
+             ) -> tuple[list[str], list[tuple]]:
         """Column names and row tuples of a read on this process's own file (what the read
-        service sends another process: one list of names, not a dict per row)."""
+        service sends another process: one list of names, not a dict per row). `served`: a
+        read asked by another process, in a thread of its own that ends with the request,
+        takes a cursor from a pool and gives it back (a cursor per thread would pile up one
+        per request: thousands over a long run a view polls)."""
         with self._gate.read():
-            cur = self._cursor().execute(sql, list(params))
-            names = [d[0] for d in cur.description]
-            rows = cur.fetchall()
-        return names, rows
+            if not served:
+                return self._fetch(self._cursor(), sql, params)
+            with self.lock:
+                cur = self._spare.pop() if self._spare else None
+            if cur is None:
+                assert self.con is not None  # a store that serves reads holds its file
+                with self.lock:
+                    cur = self.con.cursor()
+                    cur.execute(f"USE {CATALOG}")
+                    self._cursors.append(cur)
+            try:
+                return self._fetch(cur, sql, params)
+            finally:
+                with self.lock:
+                    self._spare.append(cur)
+
+    @staticmethod
+    def _fetch(cur, sql: str, params: Iterable) -> tuple[list[str], list[tuple]]:
+        cur = cur.execute(sql, list(params))
+        return [d[0] for d in cur.description], cur.fetchall()
 
     def bulk_insert(self, table: str, rows: list[dict[str, Any]]) -> None:
         """Many rows of one table in one transaction (imports, synthetic benchmarks)."""

@@ -167,6 +167,10 @@ TRIM_EVERY = 1000
 _TRIM_SLACK_MIB = 4
 
 
+class StoreClosing(Exception):
+    """A read asked of a store that is closing (the writing process ends): read elsewhere."""
+
+
 class ReadGate:
     """Lets the writer trim DuckDB's page cache only while no read is in flight.
 
@@ -179,18 +183,29 @@ class ReadGate:
         self._cv = threading.Condition()
         self._reads = 0
         self._trimming = False
+        self._closing = False
 
     @contextmanager
     def read(self):
         with self._cv:
             while self._trimming:
                 self._cv.wait()
+            if self._closing:   # the store is closing: its connection may be gone already
+                raise StoreClosing()
             self._reads += 1
         try:
             yield
         finally:
             with self._cv:
                 self._reads -= 1
+                self._cv.notify_all()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """No read starts from now on, and the reads in flight (another process's, served by
+        this one) finish first: DuckDB refuses to close a connection a read is using."""
+        with self._cv:
+            self._closing = True
+            self._cv.wait_for(lambda: self._reads == 0, timeout=timeout)
 
     def trim(self, con) -> bool:
         """Evict DuckDB's cached data pages; False if a read was running (try again later)."""

@@ -55,7 +55,7 @@ def test_report_history_and_view_work_while_a_run_writes(tmp_path, monkeypatch):
             assert h.exit_code == 0 and "live1" in h.stdout
             page = TestClient(create_app(store)).get("/")
             assert page.status_code == 200 and "live1" in page.text and "running" in page.text
-            assert "of 16 finished" in page.text
+            assert "of 16 cases finished" in page.text
             # what cannot be served over the wire says so, in one line
             e = CliRunner().invoke(cli, ["export", "live1", "--out", "exp"])
             assert e.exit_code == 2 and "export once it finishes" in e.stderr
