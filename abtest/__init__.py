@@ -26,40 +26,40 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:   # what a type checker sees; at run time `__getattr__` loads each on use
-    from . import stats as stats
-    from .api import RunHandle as RunHandle
-    from .api import acapture as acapture
-    from .api import arun as arun
-    from .api import capture as capture
-    from .api import compare as compare
-    from .api import export as export
-    from .api import review_export as review_export
-    from .api import get_run as get_run
-    from .api import list_runs as list_runs
-    from .api import live as live
-    from .api import load_config as load_config
-    from .api import merge as merge
-    from .api import open_store as open_store
-    from .api import report as report
-    from .api import run as run
-    from .comparison import CaseChange as CaseChange
-    from .comparison import Comparison as Comparison
-    from .errors import AbtestError as AbtestError
-    from .errors import AbtestWarning as AbtestWarning
-    from .errors import DriftError as DriftError
-    from .errors import IncompleteRunError as IncompleteRunError
-    from .errors import ProviderError as ProviderError
-    from .errors import RunStopped as RunStopped
-    from .errors import UserError as UserError
-    from .fixtures import Fixture as Fixture
-    from .fixtures import load_fixture as load_fixture
-    from .reporting.model import Report as Report
-    from .shapes import Config as Config
-    from .shapes import Variant as Variant
-    from .store import Store as Store
-    from .variants import load_variant as load_variant
+    from abtest import stats as stats
+    from abtest.api import RunHandle as RunHandle
+    from abtest.api import acapture as acapture
+    from abtest.api import arun as arun
+    from abtest.api import capture as capture
+    from abtest.api import compare as compare
+    from abtest.api import export as export
+    from abtest.api import review_export as review_export
+    from abtest.api import get_run as get_run
+    from abtest.api import list_runs as list_runs
+    from abtest.api import live as live
+    from abtest.api import load_config as load_config
+    from abtest.api import merge as merge
+    from abtest.api import open_store as open_store
+    from abtest.api import report as report
+    from abtest.api import run as run
+    from abtest.reporting.comparison import CaseChange as CaseChange
+    from abtest.reporting.comparison import Comparison as Comparison
+    from abtest.errors import AbtestError as AbtestError
+    from abtest.errors import AbtestWarning as AbtestWarning
+    from abtest.errors import DriftError as DriftError
+    from abtest.errors import IncompleteRunError as IncompleteRunError
+    from abtest.errors import ProviderError as ProviderError
+    from abtest.errors import RunStopped as RunStopped
+    from abtest.errors import UserError as UserError
+    from abtest.core.fixture_set import Fixture as Fixture
+    from abtest.core.fixture_set import load_fixture as load_fixture
+    from abtest.reporting.model import Report as Report
+    from abtest.core.models import Config as Config
+    from abtest.core.models import Variant as Variant
+    from abtest.store import Store as Store
+    from abtest.prompts.variants import load_variant as load_variant
 
-from .version import __version__ as __version__
+from abtest.version import __version__ as __version__
 
 _FROM = {"run": "abtest.api", "live": "abtest.api", "merge": "abtest.api",
          "capture": "abtest.api", "report": "abtest.api", "export": "abtest.api",
@@ -67,11 +67,11 @@ _FROM = {"run": "abtest.api", "live": "abtest.api", "merge": "abtest.api",
          "load_config": "abtest.api", "open_store": "abtest.api", "RunHandle": "abtest.api",
          "get_run": "abtest.api", "list_runs": "abtest.api", "compare": "abtest.api",
          "arun": "abtest.api", "acapture": "abtest.api",
-         "Comparison": "abtest.comparison", "CaseChange": "abtest.comparison",
-         "Config": "abtest.shapes", "Variant": "abtest.shapes",
+         "Comparison": "abtest.reporting.comparison", "CaseChange": "abtest.reporting.comparison",
+         "Config": "abtest.core.models", "Variant": "abtest.core.models",
          "Store": "abtest.store", "Report": "abtest.reporting.model",
-         "Fixture": "abtest.fixtures", "load_fixture": "abtest.fixtures",
-         "load_variant": "abtest.variants",
+         "Fixture": "abtest.capturing", "load_fixture": "abtest.capturing",
+         "load_variant": "abtest.prompts.variants",
          "AbtestError": "abtest.errors", "UserError": "abtest.errors",
          "AbtestWarning": "abtest.errors",
          "IncompleteRunError": "abtest.errors", "DriftError": "abtest.errors",

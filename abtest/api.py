@@ -17,15 +17,15 @@ from typing import (TYPE_CHECKING, Any, Callable, Coroutine, Iterable, ParamSpec
                     TypeVar)
 
 if TYPE_CHECKING:
-    from .comparison import Comparison
-    from .config import LoadedConfig
-    from .fixtures.seal import Fixture
-    from .shapes import Question, Variant
-    from .reporting.model import Report
-    from .retrieval.base import Retriever
-    from .store import Store
-    from .runstate import RunProgress
-    from .variants import LoadedVariant
+    from abtest.reporting.comparison import Comparison
+    from abtest.core.config import LoadedConfig
+    from abtest.core.fixture_set import Fixture
+    from abtest.core.models import Question, Variant
+    from abtest.reporting.model import Report
+    from abtest.retrieval.base import Retriever
+    from abtest.store import Store
+    from abtest.store.state import RunProgress
+    from abtest.prompts.variants import LoadedVariant
 
 Progress = Callable[[str], None]
 # progress=: None bars where someone watches, False nothing, a callable every line (progress.py)
@@ -35,14 +35,14 @@ ProgressArg = Progress | bool | None
 def load_config(path: str | os.PathLike | None = None) -> LoadedConfig:
     """`abtest.yaml` (or `path`) validated, with the folder its relative paths resolve from;
     the defaults when there is no file and no path was given."""
-    from .config import load_config as load
+    from abtest.core.config import load_config as load
 
     return load(path)
 
 
 def _config(config: Any) -> LoadedConfig:
-    from .config import LoadedConfig, load_config as load
-    from .shapes import Config
+    from abtest.core.config import LoadedConfig, load_config as load
+    from abtest.core.models import Config
 
     if config is None:
         return load(None)
@@ -53,7 +53,7 @@ def _config(config: Any) -> LoadedConfig:
     if isinstance(config, dict):
         from pydantic import ValidationError
 
-        from .errors import pydantic_error_line
+        from abtest.errors import pydantic_error_line
 
         try:
             return LoadedConfig(Config.model_validate(config), Path.cwd(), None)
@@ -81,7 +81,7 @@ class RunHandle:
     def progress(self) -> RunProgress:
         """Its state and finished cases now, by the rule every surface uses (a handle's
         `status` is what it was when the handle was made)."""
-        from .store import Store
+        from abtest.store import Store
 
         st = Store(self.store_path, read_only=True, create=False)
         try:
@@ -91,8 +91,8 @@ class RunHandle:
 
 
 def run_progress_of(store: Store, run_id: str) -> RunProgress:
-    from .runs import load_run
-    from .runstate import run_progress
+    from abtest.store.runs import load_run
+    from abtest.store.state import run_progress
 
     return run_progress(store, load_run(store, run_id))
 
@@ -100,7 +100,7 @@ def run_progress_of(store: Store, run_id: str) -> RunProgress:
 def get_run(run: str = "latest", *, config: Any = None) -> RunHandle:
     """A stored run as a `RunHandle`, its `status` the run's state now (running, interrupted,
     stopped, incomplete or complete): `run` is an id, a unique prefix or "latest"."""
-    from .runs import resolve_run
+    from abtest.store.runs import resolve_run
 
     lc = _config(config)
     st = open_store(lc)
@@ -117,7 +117,7 @@ def list_runs(*, config: Any = None, progress: Progress | None = None) -> list[d
     (`n_cases` the fixture's, `n_finished`, a sequential run's `n_used` and, once stopped,
     `n_not_needed`; `counts` as every surface prints them), gate, claim line, and the
     command that resumes an unfinished run (a summary missing from the store is built now)."""
-    from .view import data
+    from abtest.view import data
 
     st = open_store(config)
     try:
@@ -128,7 +128,7 @@ def list_runs(*, config: Any = None, progress: Progress | None = None) -> list[d
         out = []
         for r in rows:
             if r.get("pending"):
-                from .runs import load_run
+                from abtest.store.runs import load_run
 
                 r = data.run_row(st, load_run(st, r["run_id"]))
             out.append({k: v for k, v in r.items() if k not in ("pending", "shown", "version")})
@@ -137,18 +137,10 @@ def list_runs(*, config: Any = None, progress: Progress | None = None) -> list[d
         st.close()
 
 
-def keep_summary(store_path: str | os.PathLike, run_id: str,
-                 warn: Progress | None = None) -> None:
-    """Store a finished run's summary for `abtest view` (one report build). A failure here
-    never fails the run: the view builds the summary when asked."""
-    from .errors import UserError
-    from .reporting.summary import report_and_summary
+def _keep(store_path: str | os.PathLike, run_id: str, warn: Progress | None) -> None:
+    from abtest.reporting.summary import keep_summary
 
-    try:
-        report_and_summary(store_path, run_id)
-    except UserError as exc:
-        if warn:
-            warn(f"note: run summary not kept for `abtest view` ({exc.line()})")
+    keep_summary(store_path, run_id, warn)
 
 
 def run(fixture: str | os.PathLike | Fixture, a: str | os.PathLike | Variant | LoadedVariant,
@@ -163,8 +155,8 @@ def run(fixture: str | os.PathLike | Fixture, a: str | os.PathLike | Variant | L
     "incomplete", finished work kept); `resume=True` with its `run_id` continues it.
     `sequential=True` (or the `sequential:` settings as a dict) stops as soon as the answer
     is known, with anytime-valid inference (docs/STATISTICS.md §11)."""
-    from .progress import sink
-    from .runner import run as do_run
+    from abtest.core.progress import sink
+    from abtest.running.runner import run as do_run
 
     lc = _config(config)
     if sequential is not None:
@@ -173,7 +165,7 @@ def run(fixture: str | os.PathLike | Fixture, a: str | os.PathLike | Variant | L
         res = do_run(lc, fixture, a, b, run_id=run_id, resume=resume,
                      retry_errors=retry_errors, progress=say, max_cost_usd=max_cost_usd,
                      shard=shard, batch=batch, wait=wait)
-        keep_summary(lc.store_path, res.run_id, say)
+        _keep(lc.store_path, res.run_id, say)
     return RunHandle(res.run_id, res.status, Path(lc.store_path), res)
 
 
@@ -181,13 +173,13 @@ def with_sequential(lc: LoadedConfig, sequential: bool | dict) -> LoadedConfig:
     """The config with `sequential` on (True), off (False) or set (a dict of its keys)."""
     import copy
 
-    from .shapes import SequentialConfig
+    from abtest.core.models import SequentialConfig
 
     given = {"enabled": sequential} if isinstance(sequential, bool) else \
         {"enabled": True, **sequential}
     from pydantic import ValidationError
 
-    from .errors import pydantic_error_line
+    from abtest.errors import pydantic_error_line
 
     try:
         settings = SequentialConfig.model_validate({**lc.config.sequential.model_dump(),
@@ -206,13 +198,13 @@ def live(golden: str | os.PathLike, a: str, b: str, *, config: Any = None,
     golden question, end to end, and judge; `options` are `run_live`'s (run_id, resume,
     a_name, b_name, retriever_label, corpus_version, citation_pattern) and the target
     options of `abtest live` (`live.TargetOptions` fields)."""
-    from .livecheck import LiveIncomplete, TargetOptions, run_live
+    from abtest.livecheck import LiveIncomplete, TargetOptions, run_live
 
     lc = _config(config)
     target_fields = set(TargetOptions.__dataclass_fields__)
     opts = TargetOptions(**{k: v for k, v in options.items() if k in target_fields})
     rest = {k: v for k, v in options.items() if k not in target_fields}
-    from .progress import sink
+    from abtest.core.progress import sink
 
     with sink(progress, "live") as say:
         try:
@@ -220,7 +212,7 @@ def live(golden: str | os.PathLike, a: str, b: str, *, config: Any = None,
                            progress=say, **rest)
         except LiveIncomplete as exc:
             return RunHandle(exc.run_id, "incomplete", Path(lc.store_path), exc)
-        keep_summary(lc.store_path, res.run_id, say)
+        _keep(lc.store_path, res.run_id, say)
     return RunHandle(res.run_id, res.status, Path(lc.store_path), res)
 
 
@@ -228,10 +220,10 @@ def merge(sources: Sequence[str], into: str, *, config: Any = None,
           progress: ProgressArg = None) -> RunHandle:
     """Shards (`run(..., shard="i/n")`) as one run: sources are run ids, `OTHER.duckdb:RUN_ID`
     or export folders; refused unless they are one comparison with no case twice."""
-    from .shards import merge_runs
-    from .store import Store
+    from abtest.running.shards import merge_runs
+    from abtest.store import Store
 
-    from .progress import sink
+    from abtest.core.progress import sink
 
     lc = _config(config)
     store = Store(lc.store_path)
@@ -243,7 +235,7 @@ def merge(sources: Sequence[str], into: str, *, config: Any = None,
         if say:
             say(f"merged {res['sources']} run(s): {res['cases']} of {res['n_cases']} cases, "
                 f"{res['status']}")
-        keep_summary(lc.store_path, res["run_id"], say)
+        _keep(lc.store_path, res["run_id"], say)
     return RunHandle(res["run_id"], res["status"], Path(lc.store_path), res)
 
 
@@ -261,7 +253,7 @@ def capture(questions: str | os.PathLike | Iterable[Question | dict],
     a function `fn(question, k)` returning chunks (dicts or objects with id and text).
     `question_var`: a promptfoo test's question var; `answer_is`: "reference" or "response",
     what a file's `answer` column holds when the file cannot say."""
-    from .progress import sink
+    from abtest.core.progress import sink
 
     with sink(progress, "capture") as say:
         return _capture(questions, retriever, out, config=config, k=k,
@@ -276,12 +268,12 @@ def _capture(questions: str | os.PathLike | Iterable[Question | dict],
              refresh_every_days: int, progress: Progress | None,
              question_var: str | None = None, answer_is: str | None = None,
              **retriever_options: Any) -> Fixture:
-    from .fixtures import capture as do_capture
-    from .fixtures import load_questions, validate_question_rows
-    from .progress import count_retrievals
-    from .retrieval import get_retriever
-    from .retrieval.base import Retriever
-    from .retrieval.pycall import PythonRetriever
+    from abtest.capturing import capture as do_capture
+    from abtest.capturing import load_questions, validate_question_rows
+    from abtest.core.progress import count_retrievals
+    from abtest.retrieval import get_retriever
+    from abtest.retrieval.base import Retriever
+    from abtest.retrieval.pycall import PythonRetriever
 
     lc = _config(config)
     same = False
@@ -292,7 +284,7 @@ def _capture(questions: str | os.PathLike | Iterable[Question | dict],
         qs = load_questions(Path(questions), warn=progress, contexts_used=same,
                             question_var=question_var, answer_is=answer_is)
     else:
-        from .shapes import Question
+        from abtest.core.models import Question
 
         rows = [(f"item {i}", q.model_dump(exclude_none=True) if isinstance(q, Question) else q)
                 for i, q in enumerate(questions)]
@@ -318,10 +310,10 @@ def review_export(run: str = "latest", out: str | os.PathLike | None = None, *, 
     """`abtest review export`: a blind review pack for `run` (items.jsonl, labels.csv,
     review.html) in `out` (default results/review/RUN_ID), `n` items per judge; returns its
     paths, item count and counts per judge."""
-    from .progress import sink
-    from .review import export_pack
-    from .runs import load_run, resolve_run
-    from .store import Store
+    from abtest.core.progress import sink
+    from abtest.review import export_pack
+    from abtest.store.runs import load_run, resolve_run
+    from abtest.store import Store
 
     lc = _config(config)
     st = Store(lc.store_path, create=False)
@@ -339,12 +331,12 @@ def export(run: str | None, out_dir: str | os.PathLike, *, fmt: str = "parquet",
            config: Any = None) -> list[Path]:
     """A run's rows (or, with run=None, every run's), one file per table (`parquet`, `csv` or
     `jsonl`), for DataFrames and BI tools: what `abtest export` writes."""
-    from .errors import UserError
-    from .runs import resolve_run
+    from abtest.errors import UserError
+    from abtest.store.runs import resolve_run
 
     if fmt not in ("parquet", "csv", "jsonl"):
         raise UserError(f"unknown format {fmt!r} (parquet, csv or jsonl)", field="fmt")
-    from .runs import load_run
+    from abtest.store.runs import load_run
 
     st = open_store(config)
     try:
@@ -358,7 +350,7 @@ def export(run: str | None, out_dir: str | os.PathLike, *, fmt: str = "parquet",
 
 def open_store(config: Any = None, *, read_only: bool = True) -> Store:
     """The results store of the config (read-only by default: it works while a run writes)."""
-    from .store import Store
+    from abtest.store import Store
 
     return Store(_config(config).store_path, read_only=read_only, create=False)
 
@@ -367,10 +359,10 @@ def report(run: str = "latest", *, config: Any = None,
            store: str | os.PathLike | Store | None = None) -> Report:
     """A run's report (frozen or live) as the typed `Report`: what `abtest report RUN
     --format json` prints. `run` is an id, a unique prefix or "latest"."""
-    from .reporting.model import Report
-    from .reporting.summary import build_any
-    from .runs import load_run, resolve_run
-    from .store import Store
+    from abtest.reporting.model import Report
+    from abtest.reporting.summary import build_any
+    from abtest.store.runs import load_run, resolve_run
+    from abtest.store import Store
 
     own = not isinstance(store, Store)
     st = store if isinstance(store, Store) else Store(
@@ -391,9 +383,9 @@ def report(run: str = "latest", *, config: Any = None,
 def compare(run_a: str, run_b: str, *, config: Any = None) -> Comparison:
     """Two stored runs on one fixture side by side (`abtest compare`): which cases flipped,
     each run's headline. Runs are ids, unique prefixes or "latest"."""
-    from .comparison import Comparison
-    from .history import compare_runs
-    from .runs import resolve_run
+    from abtest.reporting.comparison import Comparison
+    from abtest.reporting.compare import compare_runs
+    from abtest.store.runs import resolve_run
 
     st = open_store(config)
     try:

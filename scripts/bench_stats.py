@@ -22,8 +22,8 @@ if __name__ == "__main__":
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--profile", metavar="FILE", help="write a cProfile of the timed part to FILE")
     args = ap.parse_args()
-    from abtest.fixtures import write_fixture
-    from abtest.shapes import Case, Chunk, Config
+    from abtest.capturing import write_fixture
+    from abtest.core.models import Case, Chunk, Config
     from abtest.reporting import build_report, render
     from abtest.store import Store
 

@@ -38,8 +38,8 @@ from pathlib import Path
 
 
 def fill(tmp: Path, runs: int, n: int) -> Path:
-    from abtest.fixtures import write_fixture
-    from abtest.shapes import Case, Chunk, Config
+    from abtest.capturing import write_fixture
+    from abtest.core.models import Case, Chunk, Config
     from abtest.store import Store
 
     rng = random.Random(0)
@@ -83,7 +83,7 @@ def writer(path: Path, every: float) -> None:
     'summaries' from stdin it keeps every finished run's summary, on 'stop' it ends the run."""
     import sys
 
-    from abtest.shapes import Config
+    from abtest.core.models import Config
     from abtest.reporting.summary import refresh_summary
     from abtest.store import Store
 

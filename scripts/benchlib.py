@@ -45,8 +45,8 @@ FILLER = ("It was recorded in the archive together with the notes of the committ
 def make_project(root: Path, n: int, url: str, concurrency: int, filler: int = 0,
                  **kw) -> Path:
     """A project of n synthetic cases; `filler` sentences lengthen every chunk."""
-    from abtest.fixtures import write_fixture
-    from abtest.shapes import Case, Chunk
+    from abtest.capturing import write_fixture
+    from abtest.core.models import Case, Chunk
 
     (root / "variants").mkdir(parents=True, exist_ok=True)
     (root / "variants" / "a.yaml").write_text(VARIANT_A)

@@ -2,7 +2,7 @@
 judges and claim code), monitored at every look.
 
 Each experiment draws a world of N cases, takes its units (groups; a case of its own is its
-own group) in a seeded random order, and after every `--look` units asks abtest.sequential
+own group) in a seeded random order, and after every `--look` units asks abtest.stats.looks
 whether the claim is decided (every condition holds, or one is shown to fail) or futile; at
 the stop, the claim is the real one (reporting.claim.licensed_claim) over the fixed-N metrics
 of the cases used with the look's anytime-valid intervals in place (reporting.anytime). Per
@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-import validity_sim as vs
+import validity_world as vs
 
 # (scenario, N): NULL and ALT at N = 400 (the issue's yardstick), the others at their own N
 PLAN = [("null", 400), ("true_effect", 400), ("true_effect", 200), ("true_effect", 100),
@@ -62,7 +62,7 @@ def _fast_mde() -> None:
 
 def units_in_order(w, seed: int) -> list[list[str]]:
     """The world's units in the order a sequential run with this seed takes them."""
-    from abtest.sequential import unit_order
+    from abtest.store.sequential_record import unit_order
 
     return unit_order([c.id for c in w.cases], w.groups or None, seed)
 
@@ -71,9 +71,9 @@ def experiment(sc, n: int, seed: int, cfg, look_units: int, *, fixed: bool, peek
                ) -> dict:
     from abtest.reporting.anytime import anytime_metrics
     from abtest.reporting.metrics import compute_metrics
-    from abtest.sequential import (case_differences, eligible_cases, expected_units, look,
+    from abtest.stats.looks import (case_differences, eligible_cases, expected_units, look,
                                    undecidable_reason)
-    from abtest.sizing import holm_family
+    from abtest.stats.sizing import holm_family
 
     w = vs.World(sc, n, seed)
     jv, lengths, ids, answerable = vs.judgments(w, sc, seed, cfg)
@@ -125,7 +125,7 @@ def experiment(sc, n: int, seed: int, cfg, look_units: int, *, fixed: bool, peek
 
 
 def run(experiments: int, side: int, look_units: int, peeks: int, quick: bool) -> int:
-    from abtest.shapes import Config
+    from abtest.core.models import Config
 
     _fast_mde()
     cfg = Config()

@@ -9,8 +9,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from abtest.fixtures import load_fixture, write_fixture
-from abtest.shapes import Case, Chunk, Config
+from abtest.capturing import load_fixture, write_fixture
+from abtest.core.models import Case, Chunk, Config
 
 JUDGES = ["pairwise", "faithfulness", "coverage", "abstention"]
 

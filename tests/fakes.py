@@ -14,8 +14,8 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from abtest.fixtures import write_fixture
-from abtest.shapes import Case, Chunk
+from abtest.capturing import write_fixture
+from abtest.core.models import Case, Chunk
 from fake_llm_server import FakeLLMServer as _Server
 
 TESTS = Path(__file__).resolve().parent   # tests/ (test modules sit in folders below it)
@@ -253,7 +253,7 @@ judges: [pairwise, faithfulness, coverage, abstention]
 
 
 def many_cases(n: int):
-    from abtest.shapes import Case, Chunk
+    from abtest.core.models import Case, Chunk
 
     return [Case(id=f"q{i:03d}", question=f"What is fact number {i}?", answerable=i % 4 != 0,
                  corpus_version="v1", retriever="test", reference_answer=f"fact {i}",

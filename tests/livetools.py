@@ -53,7 +53,7 @@ def make_live_project() -> None:
 
 
 def servers(**kw_a):
-    from abtest.demo_server import DemoChatServer
+    from abtest.livecheck.demo_server import DemoChatServer
 
     a = DemoChatServer("results/index.duckdb", "variants/a.yaml", model="fake/gen", k=2, **kw_a)
     b = DemoChatServer("results/index.duckdb", "variants/b.yaml", model="fake/gen", k=2)
@@ -68,15 +68,15 @@ def invoke_live(*args):
 
 
 def open_store():
-    from abtest.config import load_config
+    from abtest.core.config import load_config
     from abtest.store import Store
 
     return Store(load_config().store_path)
 
 
 def frozen_run_id():
-    from abtest.config import load_config
-    from abtest.runner import run
+    from abtest.core.config import load_config
+    from abtest.running.runner import run
 
     res = run(load_config(), "fixtures/small", "variants/a.yaml", "variants/b.yaml")
     assert res.status == "complete"

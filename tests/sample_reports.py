@@ -8,8 +8,8 @@ import copy
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from abtest.gate import evaluate_gate
-from abtest.shapes import Config, Gates
+from abtest.reporting.gate import evaluate_gate
+from abtest.core.models import Config, Gates
 from abtest.reporting.build import licensed_claim
 
 

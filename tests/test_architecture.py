@@ -114,3 +114,68 @@ def test_one_owner_per_outside_system():
     click = {m for m, t, _ in _imports(mods) if t.split(".")[0] == "click"}
     assert litellm == {"abtest.llm.provider"}
     assert click and all(m.startswith("abtest.cli") for m in click)
+
+
+# The pipeline, in order: a folder (stage) may import only the stages before it, lazy imports
+# inside functions and imports for type checkers included (docs/DESIGN.md, "Layout"). `api`
+# and `cli` are the faces; `errors` and `version` sit under everything.
+STAGES = ("core", "store", "llm", "stats", "prompts", "imports", "retrieval", "judges",
+          "review", "capturing", "running", "reporting", "livecheck", "view", "project", "api",
+          "cli")
+BASE = ("errors", "version")
+TOP = {"abtest", "abtest.api", "abtest.errors", "abtest.version"}
+
+
+def _stage(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "abtest"
+
+
+def test_every_module_lives_in_a_stage_folder_but_the_faces():
+    mods = _modules()
+    loose = sorted(m for m, f in mods.items()
+                   if m.count(".") == 1 and m not in TOP and f.name != "__init__.py")
+    assert loose == []
+    assert {_stage(m) for m in mods} - {"abtest", *BASE} == set(STAGES)
+    assert len(list(PKG.glob("*.py"))) <= 6
+
+
+def test_no_stage_imports_a_later_one_lazy_imports_included():
+    rank = {s: i for i, s in enumerate(STAGES)}
+    mods = _modules()
+    against = sorted({(m, t) for m, t, _ in _imports(mods)
+                      if t.startswith("abtest.") and _stage(m) in rank and _stage(t) in rank
+                      and rank[_stage(t)] > rank[_stage(m)]})
+    assert against == []
+
+
+def test_the_stage_order_test_sees_an_import_inside_a_function(tmp_path):
+    """The rule reads every import node, not only the module's top: a lazy import against the
+    order is caught too."""
+    src = "def f():\n    from abtest.reporting import build\n"
+    tree = ast.parse(src)
+    found = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert found == ["abtest.reporting"]
+    assert _stage("abtest.reporting.build") == "reporting" and _stage("abtest.core.fmt") == "core"
+
+
+def test_class_names_are_unique_across_the_package():
+    seen: dict[str, list[str]] = {}
+    for m, f in _modules().items():
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                seen.setdefault(node.name, []).append(m)
+    assert {k: v for k, v in seen.items() if len(v) > 1} == {}
+
+
+def test_no_import_circle_among_the_scripts():
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    names = {f.stem for f in scripts.glob("*.py")}
+    edges: dict[str, set[str]] = {n: set() for n in names}
+    for f in scripts.glob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                edges[f.stem] |= {a.name for a in node.names if a.name in names}
+            elif isinstance(node, ast.ImportFrom) and node.module in names:
+                edges[f.stem].add(node.module)
+    assert _cycles(edges) == []

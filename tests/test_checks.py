@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from abtest.checks import (
+from abtest.prompts.checks import (
     CHECK_NAMES,
     CheckResult,
     extract_citations,
@@ -17,7 +17,7 @@ from abtest.checks import (
     validate_patterns,
 )
 from abtest.errors import UserError
-from abtest.shapes import Case, ChecksSpec, Chunk, OutputSpec, Variant
+from abtest.core.models import Case, ChecksSpec, Chunk, OutputSpec, Variant
 
 
 def make_case(**kw) -> Case:
@@ -423,7 +423,7 @@ def test_refusal_detector_ignores_ordinary_instructions():
 def test_paired_check_stats_when_stats_available():
     stats = pytest.importorskip("abtest.stats")
     assert hasattr(stats, "mcnemar")
-    from abtest.checks import paired_check_stats
+    from abtest.prompts.checks import paired_check_stats
     a = {f"q{i}": [R("length", True)] for i in range(10)}
     b = {f"q{i}": [R("length", i >= 6)] for i in range(10)}
     out = paired_check_stats(paired_check_table(a, b))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from abtest.fmt import interval, num, p_value, pct, signed
+from abtest.core.fmt import interval, num, p_value, pct, signed
 
 
 @pytest.mark.parametrize("x, want", [

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from abtest.gate import evaluate_gate
-from abtest.shapes import Gates
+from abtest.reporting.gate import evaluate_gate
+from abtest.core.models import Gates
 from sample_reports import gate, make_report, rule
 
 

@@ -176,7 +176,7 @@ def test_github_format_is_refused_for_a_live_run_with_one_line(tmp_path, monkeyp
 def _post(tmp_path, env, body="hello", key="fx"):
     f = tmp_path / "c.md"
     f.write_text(body)
-    return subprocess.run([sys.executable, "-m", "abtest.pr_comment", str(f), "--key", key],
+    return subprocess.run([sys.executable, "-m", "abtest.reporting.pr_comment", str(f), "--key", key],
                           capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
 
 
@@ -200,7 +200,7 @@ def test_comment_is_posted_once_then_updated_in_place(github, tmp_path):
 
 
 def test_a_marked_comment_the_token_cannot_edit_is_left_alone(github, tmp_path):
-    from abtest.pr_comment import marker
+    from abtest.reporting.pr_comment import marker
 
     github.comments = [{"id": 5, "issue": 17, "body": marker("fx") + "\nplanted by someone"}]
     github.foreign = {5}

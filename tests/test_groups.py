@@ -1,4 +1,4 @@
-"""Case groups (abtest.groups): repeats, `group`, `group_by` (a field, meta.KEY, document), the
+"""Case groups (abtest.core.groups): repeats, `group`, `group_by` (a field, meta.KEY, document), the
 merge of repeats across labels, bad input (exit 2 naming the case and field, nothing written),
 the config and the commands that take `--group-by`. Expected values are written out by hand
 from the cases each test builds, never taken from abtest."""
@@ -15,10 +15,10 @@ from click.testing import CliRunner
 
 from abtest.cli import cli
 from abtest.errors import UserError
-from abtest.fixtures import write_fixture
-from abtest.groups import (CaseGroups, case_groups, check_group_by, content_key, document_of,
+from abtest.capturing import write_fixture
+from abtest.core.groups import (CaseGroups, case_groups, check_group_by, content_key, document_of,
                            group_summary, parse_group_by)
-from abtest.shapes import Case, Chunk, Config
+from abtest.core.models import Case, Chunk, Config
 from fakes import Brain, install
 
 BASE = dict(corpus_version="v1", retriever="test", answerable=True)

@@ -66,7 +66,7 @@ def golden_brain(brain: Brain) -> Brain:
 
 
 def test_category_targets_round_by_largest_remainder():
-    from abtest.golden import category_targets
+    from abtest.capturing.golden import category_targets
 
     assert category_targets(30) == {"factual": 12, "multi_chunk": 6, "out_of_scope": 5, "edge": 4,
                                     "temporal": 3}
@@ -77,7 +77,7 @@ def test_category_targets_round_by_largest_remainder():
 
 
 def test_paragraph_chunking_and_ids(tmp_path):
-    from abtest.golden import load_docs
+    from abtest.capturing.golden import load_docs
 
     chunks = load_docs(make_docs(tmp_path))
     ids = [c.id for c in chunks]
@@ -122,8 +122,8 @@ def test_draft_respects_shares_marks_drafts_and_is_capturable(project, brain):
     code, _, err = invoke("capture", "golden.json", "--retriever", "local:results/index.duckdb",
                           "--out", "fixtures/gold")
     assert code == 0, err
-    from abtest.fixtures import load_fixture
-    from abtest.golden import draft_summary, is_draft_fixture
+    from abtest.capturing import load_fixture
+    from abtest.capturing.golden import draft_summary, is_draft_fixture
 
     fx = load_fixture("fixtures/gold")
     assert is_draft_fixture(fx.cases) and is_draft_fixture([c.model_dump() for c in fx.cases])
@@ -265,7 +265,7 @@ def test_suggest_writes_valid_variant_and_prints_diff(project, brain):
     assert code == 0, err
     target = Path("variants/grounded-suggested.yaml")
     assert target.exists() and Path("variants/b.yaml").read_text() == before  # never replaced
-    from abtest.variants import load_variant
+    from abtest.prompts.variants import load_variant
 
     lv = load_variant(target)
     assert lv.name == "grounded-suggested"
@@ -356,7 +356,7 @@ def test_history_and_compare(project, brain):
 
 
 def test_compare_refuses_different_fixtures(project, brain):
-    from abtest.fixtures import write_fixture
+    from abtest.capturing import write_fixture
     from fakes import small_cases
 
     run1 = run_ok()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from abtest.errors import UserError
-from abtest.jsonl import json_error
+from abtest.core.records import json_error
 
 ROOT = Path(__file__).resolve().parent.parent / "abtest"
 DOUBLED = re.compile(r"\b([A-Za-z]+)\s+\1\b", re.IGNORECASE)

@@ -40,8 +40,8 @@ def test_changed_context_template_is_a_pipeline_change(project, brain):
 
 
 def test_different_context_bytes_detected_per_case(project, brain):
-    from abtest.config import load_config
-    from abtest.runner import plan_run
+    from abtest.core.config import load_config
+    from abtest.running.plan import plan_run
 
     Path("variants/a.yaml").write_text(Path("variants/a.yaml").read_text()
                                        + 'context_template: "[{{ chunk.id }}]  {{ chunk.text }}"\n')
@@ -124,7 +124,7 @@ def test_snapshot_create_match_diff_update(project, brain):
 
 
 def test_checks_stored_and_reported_before_judges(project, brain):
-    from abtest.config import load_config
+    from abtest.core.config import load_config
     from abtest.store import Store
 
     r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",

@@ -94,8 +94,8 @@ def test_judge_embedded_on_purpose_is_silent(tmp_path, monkeypatch, embedded_is_
 def test_the_demo_and_a_configured_judge_do_not_count_as_a_fallback():
     import yaml
 
-    from abtest.demo import DEMO_CONFIG
-    from abtest.shapes import Config
+    from abtest.project.demo import DEMO_CONFIG
+    from abtest.core.models import Config
 
     demo = Config.model_validate(yaml.safe_load(DEMO_CONFIG % {"model": "local/smollm2"}))
     assert demo.judge.model == "local/smollm2" and not demo.judge_is_fallback()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import abtest
-from abtest.variants import load_variant
+from abtest.prompts.variants import load_variant
 from fakes import VARIANT_A, VARIANT_B, Brain, install, make_project
 
 GROUNDED = dict(

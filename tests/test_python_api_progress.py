@@ -81,7 +81,7 @@ def test_progress_false_is_silent_and_the_default_shows_bars_where_someone_watch
     # nobody watching (stderr is no terminal here): the default is quiet too
     abtest.run("fixtures/small", "variants/a.yaml", "variants/b.yaml", run_id="unwatched")
     assert capfd.readouterr().err == ""
-    monkeypatch.setattr("abtest.progress.watched", lambda: True)
+    monkeypatch.setattr("abtest.core.progress.watched", lambda: True)
     n = len(small_cases())
     abtest.run("fixtures/small", "variants/a.yaml", "variants/b.yaml", run_id="bars")
     err = capfd.readouterr().err
@@ -104,7 +104,7 @@ def test_the_cli_still_prints_its_lines(project):
 
 
 def test_a_live_runs_item_lines_fill_its_bar(capfd):
-    from abtest.progress import Bars
+    from abtest.core.progress import Bars
 
     bars = Bars("live")
     bars("asking 3 golden questions")              # a line that is not a count prints
@@ -156,7 +156,7 @@ def test_a_notebook_without_ipywidgets_gets_text_bars_and_no_iprogress_warning(
 
 def test_a_sequential_run_fills_one_bar_over_its_cases_with_the_look_in_its_name(
         tmp_path, monkeypatch):
-    from abtest.progress import Bars
+    from abtest.core.progress import Bars
     from fakes import many_cases
 
     install(Brain())

@@ -55,7 +55,7 @@ def test_mypy_strict_sees_the_real_types_checks_the_docs_and_catches_a_misuse(tm
     assert 'Revealed type is "def (fixture:' in lines[3] and "-> abtest.api.RunHandle" in lines[3]
     assert "-> abtest.reporting.model.Report" in lines[4]
     assert "-> abtest.reporting.model.Report" in lines[5]
-    assert "-> abtest.fixtures.seal.Fixture" in lines[6]
+    assert "-> abtest.core.fixture_set.Fixture" in lines[6]
     assert lines[7] == ('error: Argument "max_cost_usd" to "run" has incompatible type "str"; '
                         'expected "float | None"  [arg-type]'), out
     assert lines[11] == 'note: Revealed type is "abtest.errors.AbtestError"'

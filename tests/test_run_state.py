@@ -266,7 +266,7 @@ def test_stopped_run_is_told_the_same_everywhere_and_resumes_from_anywhere(
     assert re.search(rf'class="status-{state}">{state}<', listing)
     assert f"{count} of {N} cases finished" in listing
     # compare: only cases finished in both runs are lined up (here the run with itself)
-    from abtest.history import compare_runs
+    from abtest.reporting.compare import compare_runs
     from abtest.store import Store
 
     st = Store(store_path, read_only=True, create=False)
@@ -317,7 +317,7 @@ def _only_run(store_path: Path) -> str:
 
 
 def test_resume_hint_is_exact_and_quoted(tmp_path):
-    from abtest.runs import resume_hint
+    from abtest.store.runs import resume_hint
 
     run = {"run_id": "r 1", "kind": "frozen", "fixture_path": "/a b/fx",
            "variant_a_path": "variants/a.yaml", "variant_b_path": "/v/b's.yaml",

@@ -5,7 +5,7 @@ of run words it."""
 
 from __future__ import annotations
 
-from abtest.runstate import RunProgress, state_of
+from abtest.store.state import RunProgress, state_of
 
 
 class EndingStore:

@@ -1,4 +1,4 @@
-"""The anytime-valid sequences of sequential runs (abtest.sequential): each look reads
+"""The anytime-valid sequences of sequential runs (abtest.stats.looks): each look reads
 abtest.stats.anytime (the betting confidence sequences, checked against the paper's
 definitions in test_stats_betting.py), with bets tuned to each condition's own units."""
 
@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from abtest import sequential as sq
+from abtest.stats import looks as sq
+from abtest.store import sequential_record as sr
 from abtest import stats as S
-from abtest.shapes import Config
+from abtest.core.models import Config
 
 
 def test_peeking_at_a_fixed_n_test_is_what_the_sequences_replace():
@@ -43,11 +44,11 @@ def test_each_look_is_stats_anytime_on_the_units_so_far():
     refuse = {c: float(rng.choice([0.0, 0.0, 0.0, 1.0, -1.0])) for c in ids[::2]}
     diffs = {"faithfulness": faith, "abstention_answerable": refuse}
     stars = {"faithfulness": 100.0, "abstention_answerable": 50.0}
-    units = sq.unit_order(ids, groups, seed=3)
+    units = sr.unit_order(ids, groups, seed=3)
     looks = sq.replay(units, [20, 40, 60, 100], diffs, groups, Config(),
                       family=["faithfulness", "abstention_answerable"], n_stars=stars)
     for metric, d in diffs.items():
-        every = sq.unit_differences(d, sq.taken_cases(units, 100), groups)
+        every = sq.unit_differences(d, sr.taken_cases(units, 100), groups)
         want = S.anytime(every, looks=[lk.sequences[metric].n for lk in looks],
                          kind="binary" if metric != "faithfulness" else "score",
                          n_star=stars[metric])

@@ -2,7 +2,7 @@
 futility, or when it runs out of cases; it makes the calls of the cases it took and no
 other; a run stopped partway resumes at its unfinished look, in the same order; and its
 report tells the looks. Expected orders and looks are recomputed here from the seed with
-abtest.sequential's order function and checked against the calls the provider saw."""
+abtest.store.sequential_record's order function and checked against the calls the provider saw."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ from click.testing import CliRunner
 
 import abtest
 from abtest.cli import cli
-from abtest.groups import case_groups
-from abtest.sequential import taken_cases
-from abtest.sequential import unit_order as _unit_order
+from abtest.core.groups import case_groups
+from abtest.store.sequential_record import taken_cases
+from abtest.store.sequential_record import unit_order as _unit_order
 from fakes import Brain, install, make_project, many_cases
 
 REFUSAL = "I don't know based on the provided documents."
 
 
 def unit_order(ids: list[str], _groups: None, seed: int) -> list[list[str]]:
-    """The order a run takes many_cases(len(ids)) in: its groups as abtest.groups gives them."""
+    """The order a run takes many_cases(len(ids)) in: its groups as abtest.core.groups gives them."""
     return _unit_order(ids, case_groups(many_cases(len(ids))), seed)
 
 
@@ -159,7 +159,7 @@ def fake_config() -> dict:
 def test_a_fixture_that_cannot_measure_a_condition_stops_undecided_at_once(proj):
     """No unanswerable case: correct abstention on them can never be shown, so neither can
     the claim; the run stops at its first look and says why, not after every case."""
-    from abtest.shapes import Case, Chunk
+    from abtest.core.models import Case, Chunk
 
     cases = [Case(id=f"q{i:03d}", question=f"What is fact number {i}?", answerable=True,
                   corpus_version="v1", retriever="test", reference_answer=f"fact {i}",

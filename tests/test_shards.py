@@ -29,7 +29,7 @@ def _report(*args):
 
 
 def test_shards_merged_equal_one_full_run(tmp_path, monkeypatch):
-    from abtest.runner import in_shard
+    from abtest.running.shards import in_shard
 
     install(Brain())
     p = make_project(tmp_path / "p")

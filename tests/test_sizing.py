@@ -1,4 +1,4 @@
-"""How many cases a claim needs (abtest.sizing), checked against the betting bound and the Holm
+"""How many cases a claim needs (abtest.stats.sizing), checked against the betting bound and the Holm
 step it must pass, and said by the dry run."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from abtest.shapes import Config
+from abtest.core.models import Config
 from sample_reports import CFG
 
 
@@ -19,7 +19,7 @@ def test_smallest_n_is_where_binary_noninferiority_first_can_hold(margin):
     never can (the report's own decision; the floor itself is checked against the closed
     form of tied pairs in test_stats_betting.py)."""
     from abtest.reporting.metrics import binary
-    from abtest.sizing import min_n_binary_noninferiority
+    from abtest.stats.sizing import min_n_binary_noninferiority
 
     n = min_n_binary_noninferiority(margin, 0.05)
     for size, holds in ((n, True), (n - 1, False)):
@@ -45,7 +45,7 @@ def test_dry_run_states_the_smallest_fixture_that_can_license(project):
 @pytest.mark.parametrize("n_ans,n_un,ok", [(68, 33, True), (67, 33, False), (68, 32, False),
                                            (400, 0, False)])
 def test_minimum_n_decides_can_license(n_ans, n_un, ok):
-    from abtest.sizing import minimum_n
+    from abtest.stats.sizing import minimum_n
 
     assert minimum_n(CFG, n_ans, n_un)["can_license"] is ok
 
@@ -54,7 +54,7 @@ def test_minimum_n_decides_can_license(n_ans, n_un, ok):
                                      {"abstention_unanswerable": 0.0}])
 def test_a_zero_refusal_margin_has_no_minimum_fixture(margins):
     """At margin 0 a B that refuses as often as A never holds, so no fixture size is enough."""
-    from abtest.sizing import minimum_n, minimum_n_text
+    from abtest.stats.sizing import minimum_n, minimum_n_text
 
     mn = minimum_n(Config(margins=margins), 5000, 5000)
     assert mn["can_license"] is False
@@ -82,7 +82,7 @@ def _all_gains_p(n: int, alpha: float) -> float:
                                     ["faithfulness"]])
 def test_minimum_n_for_faithfulness_follows_the_holm_family(judges):
     """n gains of 1 must give a p-value that passes α/m (m = the family size)."""
-    from abtest.sizing import minimum_n
+    from abtest.stats.sizing import minimum_n
 
     cfg = Config(margins={"abstention_answerable": 0.9}, **({"judges": judges} if judges else {}))
     m = {None: 5, 3: 4, 1: 1}[None if judges is None else len(judges)]  # abstention counts twice
@@ -92,7 +92,7 @@ def test_minimum_n_for_faithfulness_follows_the_holm_family(judges):
 
 
 def test_smallest_faithfulness_n_passes_holm_at_equality():
-    from abtest.sizing import minimum_n
+    from abtest.stats.sizing import minimum_n
 
     cfg = Config(alpha=0.0625, judges=["faithfulness"], margins={"abstention_answerable": 0.9})
     want = next(k for k in range(2, 100) if _all_gains_p(k, 0.0625) <= 0.0625)
@@ -103,7 +103,7 @@ def test_bound_and_margins_at_their_exact_boundaries():
     from scipy import stats as sst
 
     from abtest.reporting.metrics import drop_bound, noninferiority_continuous, pairwise
-    from abtest.sizing import min_n_binary_noninferiority
+    from abtest.stats.sizing import min_n_binary_noninferiority
 
     from abtest import stats as S
 

@@ -15,7 +15,7 @@ import math
 import pytest
 
 import validity_sim as V
-from abtest.shapes import Config
+from abtest.core.models import Config
 
 SC = {s.name: s for s in V.SCENARIOS}
 

@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from abtest.fixtures import load_fixture, write_fixture
-from abtest.shapes import Case, Chunk, Config
+from abtest.capturing import load_fixture, write_fixture
+from abtest.core.models import Case, Chunk, Config
 
 
 @dataclass
@@ -117,7 +117,7 @@ def make_store(root: Path, runs: dict[str, list[SCase]], **kw) -> Path:
 def report(path: Path, run_id: str) -> dict:
     """The run's report as `abtest report --format json` gives it."""
     from abtest.reporting.summary import build_any
-    from abtest.runs import load_run
+    from abtest.store.runs import load_run
     from abtest.store import Store
 
     s = Store(path, read_only=True, create=False)

@@ -1,5 +1,5 @@
 """The `abtest` command (see `main`)."""
 
-from .main import cli, main
+from abtest.cli.main import cli, main
 
 __all__ = ["cli", "main"]

@@ -1,3 +1,3 @@
-from .main import main
+from abtest.cli.main import main
 
 main()

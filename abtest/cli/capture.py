@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from .common import load, progress
+from abtest.cli.common import load, progress
 
 
 # --------------------------------------------------------------------------- retrieval
@@ -17,7 +17,7 @@ def index(ctx, corpus, index_path):
     """Build the local BM25 index from CORPUS.jsonl ({"id", "text", "title"?, "metadata"?})."""
     import time
 
-    from ..retrieval.index import build_index
+    from abtest.retrieval.index import build_index
 
     lc = load(ctx)
     target = index_path or str(lc.resolve("results/index.duckdb"))
@@ -42,7 +42,7 @@ def search(index_path, query, k, fmt):
     """Try the local retriever's boolean grammar: AND, OR, NOT, parentheses."""
     import json
 
-    from ..retrieval.index import search as do_search
+    from abtest.retrieval.index import search as do_search
 
     hits = do_search(index_path, query, k)
     for h in hits:
@@ -104,16 +104,16 @@ def capture(ctx, questions, traces, trace_format, spec, out, corpus_version, k, 
     fixture (never during a run)."""
     from pathlib import Path
 
-    from ..errors import UserError
-    from ..fixtures import capture as do_capture
-    from ..fixtures import load_questions
-    from ..retrieval import get_retriever
+    from abtest.errors import UserError
+    from abtest.capturing import capture as do_capture
+    from abtest.capturing import load_questions
+    from abtest.retrieval import get_retriever
 
     if traces:
         if questions or spec:
             raise UserError("--from-traces takes the questions and the chunks from the traces: "
                             "give no QUESTIONS file or --retriever with it", field="--from-traces")
-        from ..fixtures.traces import capture_from_traces
+        from abtest.imports.traces import capture_from_traces
 
         fx, _, counts = capture_from_traces(traces, out=out, fmt=trace_format,
                                             corpus_version=corpus_version,
@@ -152,15 +152,15 @@ def capture(ctx, questions, traces, trace_format, spec, out, corpus_version, k, 
     if body_template is not None:
         opts["body_template"] = _file_or_text(body_template, "--body-template")
     if headers:
-        from ..retrieval.http_api import parse_header
+        from abtest.retrieval.http_api import parse_header
 
         opts["headers"] = {**opts.get("headers", {}), **dict(parse_header(h) for h in headers)}
     if keywords_llm:
-        from ..keywords import llm_keywords_fn
+        from abtest.judges.keywords import llm_keywords_fn
 
         opts["keywords_fn"] = llm_keywords_fn(lc)
     if spec.startswith("local:"):
-        from .. import llm
+        from abtest import llm
 
         cfg = lc.config
         if cfg.embedding is not None:
@@ -188,7 +188,7 @@ def _file_or_text(value: str, option: str) -> str:
     """A value given inline, or read from @FILE."""
     from pathlib import Path
 
-    from ..errors import UserError
+    from abtest.errors import UserError
 
     if not value.startswith("@"):
         return value

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    from ..config import LoadedConfig
-    from ..store import Store
+    from abtest.core.config import LoadedConfig
+    from abtest.store import Store
 
 EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 1, 2, 3, 130
 EXIT_CLOSED_PIPE = 128 + 13  # as a process ended by SIGPIPE
@@ -32,20 +32,20 @@ def config_path(ctx: click.Context) -> str | None:
 
 
 def load(ctx: click.Context) -> LoadedConfig:
-    from ..config import load_config
+    from abtest.core.config import load_config
 
     return load_config(config_path(ctx))
 
 
 def open_store(ctx: click.Context, read_only: bool = True) -> tuple[LoadedConfig, Store]:
-    from ..store import Store
+    from abtest.store import Store
 
     lc = load(ctx)
     return lc, Store(lc.store_path, read_only=read_only, create=False)
 
 
 def resolve_run(store: Store, ref: str, kind: str | None = None) -> str:
-    from ..runs import resolve_run as resolve
+    from abtest.store.runs import resolve_run as resolve
 
     return resolve(store, ref, kind)
 
@@ -74,10 +74,10 @@ def add_config_option(cmd: click.Command) -> None:
 def exit_for(exc: BaseException) -> int:
     """Map an error to the exit codes of docs/DESIGN.md, printing one line for it (the
     options it names spelled as flags: `--force`, not the API's `force=True`)."""
-    from ..errors import IncompleteRunError, UserError
+    from abtest.errors import IncompleteRunError, UserError
 
     if isinstance(exc, KeyboardInterrupt):
-        from ..errors import RunStopped
+        from abtest.errors import RunStopped
 
         if isinstance(exc, RunStopped):
             click.echo(f"abtest: stopped: {exc.line('cli')}", err=True)
@@ -120,7 +120,7 @@ def warnings_as_lines(show):
     """A `warnings.showwarning` for while a command runs: abtest's own warnings as one
     `abtest: warning:` line on stderr (no file and line number: they are not a bug), any
     other warning as `show` shows it."""
-    from ..errors import AbtestWarning
+    from abtest.errors import AbtestWarning
 
     def shown(message, category, filename, lineno, file=None, line=None) -> None:
         if issubclass(category, AbtestWarning):
@@ -135,13 +135,13 @@ class MappedErrors:
     """Invoke with the exit-code mapping: the main group, and `live`, which tests run alone."""
 
     def invoke(self, ctx):
-        from ..errors import quiet_import_warnings
+        from abtest.errors import quiet_import_warnings
 
         # before the block below, which restores the filters it found on the way out: litellm
         # may still be loading in the background then
         quiet_import_warnings()
         with warnings.catch_warnings():
-            from ..errors import AbtestWarning
+            from abtest.errors import AbtestWarning
 
             warnings.simplefilter("always", AbtestWarning)   # each run's, as it happens
             warnings.showwarning = warnings_as_lines(warnings.showwarning)
@@ -157,7 +157,7 @@ class MappedErrors:
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except (Exception, KeyboardInterrupt) as exc:
-            from ..errors import AbtestError
+            from abtest.errors import AbtestError
 
             # a traceback for bugs only: bad input and incomplete work are not bugs
             if os.environ.get("ABTEST_DEBUG") == "1" and not isinstance(

@@ -17,7 +17,7 @@ def fixtures():
 @click.argument("path", type=click.Path())
 def fixtures_verify(path):
     """Recompute the sha256 seal; any edited byte exits 2 naming the case."""
-    from ..fixtures import load_fixture
+    from abtest.core.fixture_set import load_fixture
 
     fx = load_fixture(path)
     click.echo(f"ok: {fx.path}: {len(fx.cases)} cases, cases_sha256 {fx.cases_sha256}")
@@ -33,7 +33,7 @@ def fixtures_seal(path, refresh_every_days):
 
     Re-sealing cases the old manifest still seals (an upgrade to the current seal) keeps
     their capture time and refresh schedule."""
-    from ..fixtures import seal_fixture
+    from abtest.core.fixture_set import seal_fixture
 
     fx = seal_fixture(path, refresh_every_days=refresh_every_days)
     click.echo(f"sealed {len(fx.cases)} cases → {fx.path}/manifest.json")
@@ -51,9 +51,9 @@ def fixtures_status(ctx, path, fmt, group_by):
     exit 0)."""
     import json
 
-    from ..fixtures import fixture_status, load_fixture
-    from ..groups import check_group_by
-    from .common import load
+    from abtest.capturing import fixture_status, load_fixture
+    from abtest.core.groups import check_group_by
+    from abtest.cli.common import load
 
     group_by = check_group_by(group_by, "--group-by") if group_by is not None else \
         load(ctx).config.group_by
@@ -87,7 +87,7 @@ def fixtures_diff(old, new, fmt):
     """Churn between two captures: cases added/removed, chunks added/removed/changed."""
     import json
 
-    from ..fixtures import fixture_diff, load_fixture
+    from abtest.capturing import fixture_diff, load_fixture
 
     d = fixture_diff(load_fixture(old), load_fixture(new))
     if fmt == "json":
@@ -110,8 +110,8 @@ def fixtures_show(path, case_id):
     """Print the manifest, or one case."""
     import json
 
-    from ..errors import UserError
-    from ..fixtures import load_fixture
+    from abtest.errors import UserError
+    from abtest.core.fixture_set import load_fixture
 
     fx = load_fixture(path)
     if case_id is None:
@@ -133,7 +133,7 @@ def fixtures_show(path, case_id):
 @click.option("--seed", default=0, show_default=True)
 def fixtures_add_unanswerable(path, n, seed):
     """Counterfactual refusal cases: drop the relevant chunks of N answerable cases."""
-    from ..fixtures import add_unanswerable, load_fixture
+    from abtest.capturing import add_unanswerable, load_fixture
 
     fx = add_unanswerable(load_fixture(path), n=n, seed=seed)
     click.echo(f"{fx.path}: now {len(fx.cases)} cases (resealed)")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .common import EXIT_INCOMPLETE, Command, config_path, progress
+from abtest.cli.common import EXIT_INCOMPLETE, Command, config_path, progress
 
 
 @click.command("live", cls=Command)
@@ -62,10 +62,10 @@ def live(ctx, golden, a_target, b_target, frozen_run, run_id, resume, a_name, b_
     """
     from pathlib import Path
 
-    from ..api import live as do_live
-    from ..config import load_config
-    from ..errors import UserError
-    from ..livecheck import LiveIncomplete
+    from abtest.api import live as do_live
+    from abtest.core.config import load_config
+    from abtest.errors import UserError
+    from abtest.livecheck import LiveIncomplete
 
     lc = load_config(config_path(ctx))
     tpl = request_template
@@ -122,9 +122,9 @@ def serve_demo(ctx, index_path, variant, model, api_base, k, port, max_seconds, 
     a local OpenAI-compatible server configured there is the one it asks."""
     import time
 
-    from ..demo_server import DemoChatServer
-    from ..llm import check_credentials
-    from .common import load
+    from abtest.livecheck.demo_server import DemoChatServer
+    from abtest.llm import check_credentials
+    from abtest.cli.common import load
 
     lc = load(ctx)
     spec = lc.config.generator

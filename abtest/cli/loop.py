@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from .common import load, open_store, progress, resolve_run
+from abtest.cli.common import load, open_store, progress, resolve_run
 
 
 # --------------------------------------------------------------------------- golden
@@ -32,8 +32,8 @@ def golden_draft(ctx, docs, n, out, seed, corpus_out):
     edge 15%, temporal 10%, each marked draft: true until `abtest golden confirm`."""
     from tabulate import tabulate
 
-    from .. import golden as g
-    from ..errors import UserError
+    from abtest.capturing import golden as g
+    from abtest.errors import UserError
 
     lc = load(ctx)
     if n < 1:
@@ -63,8 +63,8 @@ def golden_draft(ctx, docs, n, out, seed, corpus_out):
 @click.option("--all", "all_items", is_flag=True, help="Confirm every question in the file.")
 def golden_confirm(file, ids, all_items):
     """Mark reviewed questions as confirmed (draft: false)."""
-    from ..errors import UserError
-    from ..golden import confirm_golden
+    from abtest.errors import UserError
+    from abtest.capturing.golden import confirm_golden
 
     wanted = [i.strip() for chunk in ids for i in chunk.split(",") if i.strip()]
     if all_items and wanted:
@@ -91,8 +91,8 @@ def golden_confirm(file, ids, all_items):
 def suggest(ctx, run_id, variant, out, force, fmt):
     """Ask the judge model for small, surgical prompt edits from the run's report; write
     NAME-suggested.yaml and print the diff. Never replaces a variant."""
-    from ..store import Store
-    from ..suggest import result_json, suggest_edits
+    from abtest.store import Store
+    from abtest.reporting.suggest import result_json, suggest_edits
 
     lc = load(ctx)
     store = Store(lc.store_path, read_only=False, create=False)
@@ -128,7 +128,7 @@ def history(ctx, fixture, fmt):
     """Every run: date, fixture hash, variants (name + sha256), models, git commit, headline results."""
     import json
 
-    from ..history import history_table, run_history
+    from abtest.reporting.compare import history_table, run_history
 
     lc, store = open_store(ctx)
     try:
@@ -153,7 +153,7 @@ def compare(ctx, run1, run2, fmt, changed_only):
     """Which cases flipped between two runs on the same fixture (pairwise outcome, B faithfulness)."""
     import json
 
-    from ..history import compare_runs, compare_table
+    from abtest.reporting.compare import compare_runs, compare_table
 
     lc, store = open_store(ctx)
     try:

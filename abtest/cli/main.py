@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import click
 
-from . import capture, fixtures, live, loop, project, report, review, run, store, view
-from .common import Group, add_config_option
+from abtest.cli import capture, fixtures, live, loop, project, report, review, run, store, view
+from abtest.cli.common import Group, add_config_option
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

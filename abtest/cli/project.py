@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .common import config_path, progress
+from abtest.cli.common import config_path, progress
 
 
 # --------------------------------------------------------------------------- project
@@ -15,7 +15,7 @@ from .common import config_path, progress
 @click.argument("directory", default=".", type=click.Path(file_okay=False))
 def init(directory):
     """Scaffold abtest.yaml, fixtures/, variants/, results/ in DIRECTORY."""
-    from ..project import init_project
+    from abtest.project import init_project
 
     for line in init_project(directory):
         click.echo(line)
@@ -32,7 +32,7 @@ def init(directory):
               help="Also the quality, relevance and keyword-quality rubrics (slower).")
 def demo(directory, n_questions, model, live, all_judges):
     """Whole loop on the embedded model, no API key: index, capture, run, judge, report."""
-    from ..demo import run_demo
+    from abtest.project.demo import run_demo
 
     code = run_demo(directory, n_questions=n_questions, model=model, live=live,
                     all_judges=all_judges, progress=progress)
@@ -51,7 +51,7 @@ def doctor(ctx, call, no_load, fmt):
     the configured models, the results store, Chromium. Exit 0, or 2 when a line FAILs."""
     import json
 
-    from ..doctor import as_dicts, run_checks
+    from abtest.project.doctor import as_dicts, run_checks
 
     checks = run_checks(config_path(ctx), call=call, load_embedded=not no_load)
     if fmt == "json":

@@ -6,12 +6,12 @@ import sys
 
 import click
 
-from .common import load, open_store, progress, resolve_run
+from abtest.cli.common import load, open_store, progress, resolve_run
 
 
 def _report_for(ctx, run_id, group_by=None):
-    from ..reporting import build_report
-    from ..runs import check_fixture_unchanged, load_run
+    from abtest.reporting import build_report
+    from abtest.store.runs import check_fixture_unchanged, load_run
 
     lc, store = open_store(ctx)
     try:
@@ -19,11 +19,11 @@ def _report_for(ctx, run_id, group_by=None):
         run = load_run(store, run_id)
         if run["kind"] == "live":
             if group_by is not None:
-                from ..errors import UserError
+                from abtest.errors import UserError
 
                 raise UserError("--group-by groups a frozen run's fixture cases; this is a "
                                 "live run", field="--group-by")
-            from ..reporting.live import build_live_report
+            from abtest.reporting.live import build_live_report
 
             return build_live_report(store, run_id)
         check_fixture_unchanged(run)
@@ -40,9 +40,9 @@ def _regrouped(run, group_by):
         return None
     from pathlib import Path
 
-    from ..fixtures import fixture_groups, load_fixture
-    from ..groups import check_group_by
-    from ..runs import run_config
+    from abtest.capturing import fixture_groups, load_fixture
+    from abtest.core.groups import check_group_by
+    from abtest.store.runs import run_config
 
     check_group_by(group_by, "--group-by")
     if (Path(run["fixture_path"] or "") / "cases.jsonl").exists():
@@ -64,15 +64,15 @@ def report(ctx, run_id, fmt, out, group_by):
     """Paired statistics, the licensed claim (or why not), incidents, backlog. RUN_ID may be 'latest'."""
     from pathlib import Path
 
-    from ..reporting import render
-    from ..reporting.model import LiveReport
+    from abtest.reporting import render
+    from abtest.reporting.model import LiveReport
 
     rep = _report_for(ctx, run_id, group_by)
     if isinstance(rep, LiveReport):
-        from ..reporting.live import render_live
+        from abtest.reporting.live import render_live
 
         if fmt == "github":
-            from ..errors import UserError
+            from abtest.errors import UserError
 
             raise UserError("--format github is for frozen runs; a live run's report is "
                             "`--format md`", field="--format")
@@ -96,16 +96,16 @@ def gate(ctx, run_id, thresholds):
     """Release gate: exit 0 PASS, 1 FAIL, 3 INCOMPLETE."""
     from pathlib import Path
 
-    from ..gate import evaluate_gate
+    from abtest.reporting.gate import evaluate_gate
 
     rep = _report_for(ctx, run_id)
     gates = load(ctx).config.gates
     if thresholds:
         from pydantic import ValidationError
 
-        from ..config import read_yaml
-        from ..errors import UserError, pydantic_error_line
-        from ..shapes import Gates
+        from abtest.core.config import read_yaml
+        from abtest.errors import UserError, pydantic_error_line
+        from abtest.core.models import Gates
 
         data = read_yaml(Path(thresholds)) or {}
         if not isinstance(data, dict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from .common import load, open_store, progress, resolve_run
+from abtest.cli.common import load, open_store, progress, resolve_run
 
 
 @click.command("judge-check")
@@ -19,7 +19,7 @@ def judge_check(ctx, judge, data, limit, fmt):
     """Validate the configured judge against a human-labelled set: accuracy, consistency, kappa."""
     import json
 
-    from .. import judgecheck
+    from abtest.judges import validate as judgecheck
 
     fn = judgecheck.check_pairwise if judge == "pairwise" else judgecheck.check_faithfulness
     res = fn(load(ctx), data, limit=limit, progress=progress)
@@ -49,7 +49,7 @@ def review_export(ctx, run_id, n, seed, out):
     """Write a blind review pack (items.jsonl, labels.csv, review.html)."""
     from pathlib import Path
 
-    from ..api import review_export as export
+    from abtest.api import review_export as export
 
     lc = load(ctx)
     res = export(run_id, Path(out) if out else None, n=n, seed=seed, config=lc, progress=False)
@@ -70,13 +70,13 @@ def review_export(ctx, run_id, n, seed, out):
 @click.pass_context
 def review_import(ctx, run_id, file, reviewer):
     """Validate and store labels (all or nothing)."""
-    from .. import review as rv
+    from abtest import review as rv
 
     lc, store = open_store(ctx, read_only=False)
     try:
         run_id = resolve_run(store, run_id)
         n = rv.import_labels(store, run_id, file, reviewer=reviewer)
-        from ..reporting.summary import refresh_summary
+        from abtest.reporting.summary import refresh_summary
 
         refresh_summary(store, run_id)  # the labels may change the claim `abtest view` lists
     finally:
@@ -92,7 +92,7 @@ def review_status(ctx, run_id, fmt):
     """Labels so far, agreement (kappa) per judge, and how many more the validation rule needs."""
     import json
 
-    from .. import review as rv
+    from abtest import review as rv
 
     lc, store = open_store(ctx)
     try:

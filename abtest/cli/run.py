@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .common import EXIT_INCOMPLETE, load, progress
+from abtest.cli.common import EXIT_INCOMPLETE, load, progress
 
 
 # --------------------------------------------------------------------------- run & report
@@ -54,9 +54,9 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
     """Generate A and B over the fixture's frozen contexts, check, judge; print the run id."""
     import json
 
-    from ..api import run
-    from ..runner import dry_run as do_dry
-    from ..runner import plan_run
+    from abtest.api import run
+    from abtest.running.plan import dry_run as do_dry
+    from abtest.running.plan import plan_run
 
     lc = load(ctx)
     updates = {}
@@ -65,34 +65,34 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
     if allow_self_judge:
         updates["allow_self_judge"] = True
     if group_by is not None:
-        from ..groups import check_group_by
+        from abtest.core.groups import check_group_by
 
         updates["group_by"] = check_group_by(group_by, "--group-by")
     if updates:
         lc.config = lc.config.model_copy(update=updates)
     if max_cases is not None and not (sequential or lc.config.sequential.enabled):
-        from ..errors import UserError
+        from abtest.errors import UserError
 
         raise UserError("--max-cases goes with --sequential", field="--max-cases")
     if sequential or max_cases is not None:
-        from ..api import with_sequential
+        from abtest.api import with_sequential
 
         lc = with_sequential(lc, {"enabled": True, **({"max_cases": max_cases}
                                                       if max_cases is not None else {})})
     if lc.config.group_by is not None:   # a case without the field: exit 2 before any write
-        from ..fixtures import fixture_groups, load_fixture
+        from abtest.capturing import fixture_groups, load_fixture
 
         fixture_groups(load_fixture(fixture), lc.config.group_by)
     if models:
-        from ..leaderboard import run_models
+        from abtest.reporting.leaderboard import run_models
 
         if run_id or resume:
-            from ..errors import UserError
+            from abtest.errors import UserError
 
             raise UserError("--models starts one run per model and prints their ids; --run-id "
                             "and --resume name one run", field="--run-id" if run_id else "--resume")
         if shard or batch or lc.config.sequential.enabled:
-            from ..errors import UserError
+            from abtest.errors import UserError
 
             flag = "--shard" if shard else "--batch" if batch else "--sequential"
             raise UserError(f"{flag} works on one run; --models starts one run per model",
@@ -113,7 +113,7 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
                        f"{', '.join(f['not_faithful'])}")
         sys.exit(EXIT_INCOMPLETE if any(r["status"] != "complete" for r in board["rows"]) else 0)
     if b_path is None:
-        from ..errors import UserError
+        from abtest.errors import UserError
 
         raise UserError("--b is required (or --models m1,m2 for a model comparison)", field="--b")
     if dry_run:   # no model call: what a real run would still need is listed, not refused
@@ -130,11 +130,11 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
                   "self-judging; the run continues but the claim will be withheld "
                   "(--allow-self-judge or allow_self_judge: true silences this note)")
     if no_wait and not batch:
-        from ..errors import UserError
+        from abtest.errors import UserError
 
         raise UserError("--no-wait goes with --batch", field="--no-wait")
     if retry_errors and not resume:
-        from ..errors import UserError
+        from abtest.errors import UserError
 
         raise UserError("--retry-errors goes with --resume", field="--retry-errors")
     res = run(fixture, a_path, b_path, config=lc, run_id=run_id, resume=resume,
@@ -147,8 +147,8 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
         progress("this is a pipeline change, re-measure end to end; the frozen claim does not apply")
     click.echo(res.run_id)
     if res.status != "complete":
-        from ..runs import load_run, resume_hint
-        from ..store import Store
+        from abtest.store.runs import load_run, resume_hint
+        from abtest.store import Store
 
         st = Store(lc.store_path, read_only=True, create=False)
         try:
@@ -169,7 +169,7 @@ def run_cmd(ctx, fixture, a_path, b_path, models, run_id, resume, retry_errors, 
 @click.pass_context
 def snapshot(ctx, variant, fixture, case_id, update):
     """Compare the exact rendered messages with variants/__snapshots__/ (diff → exit 1)."""
-    from ..snapshots import snapshot as do_snapshot
+    from abtest.prompts.snapshots import snapshot as do_snapshot
 
     code, text = do_snapshot(load(ctx), variant, fixture, case_id=case_id, update=update)
     click.echo(text, nl=not text.endswith("\n"))

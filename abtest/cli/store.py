@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from .common import load
+from abtest.cli.common import load
 
 
 @click.command()
@@ -17,8 +17,8 @@ from .common import load
 @click.pass_context
 def export(ctx, run_id, all_runs, fmt, out):
     """Write every table of one run (or --all runs) for notebooks and BI tools."""
-    from ..api import export as do_export
-    from ..errors import UserError
+    from abtest.api import export as do_export
+    from abtest.errors import UserError
 
     if bool(run_id) == all_runs:
         raise UserError("give a RUN_ID or --all (not both)", field="RUN_ID")
@@ -33,8 +33,8 @@ def export(ctx, run_id, all_runs, fmt, out):
 def merge(ctx, sources, into):
     """Merge shards (run --shard i/n) into one run: SOURCE is a run id, OTHER.duckdb:RUN_ID,
     or an `export --format parquet` folder."""
-    from ..api import merge as do_merge
-    from .common import progress
+    from abtest.api import merge as do_merge
+    from abtest.cli.common import progress
 
     h = do_merge(list(sources), into, config=load(ctx), progress=progress)
     click.echo(h.run_id)
@@ -49,8 +49,8 @@ def runs(ctx, fmt):
     complete), cases finished of all, gate and claim line — what `abtest view` lists."""
     import json
 
-    from ..api import list_runs
-    from .common import progress
+    from abtest.api import list_runs
+    from abtest.cli.common import progress
 
     rows = list_runs(config=load(ctx), progress=progress)
     if fmt == "json":

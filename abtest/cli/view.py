@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import load, progress
+from abtest.cli.common import load, progress
 
 
 @click.command("view")
@@ -20,8 +20,8 @@ def view(ctx, store_path, port, host, open_browser):
     """Browse every run: claims, metrics, cases side by side with claims linked to chunks."""
     from pathlib import Path
 
-    from ..errors import UserError
-    from ..view.app import serve
+    from abtest.errors import UserError
+    from abtest.view.app import serve
 
     path = Path(store_path) if store_path else load(ctx).store_path
     if not path.exists():

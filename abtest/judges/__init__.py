@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from ..shapes import Case
-from .common import (JudgeCall, ask_json, context_block, load_prompt,  # noqa: F401
+from abtest.core.models import Case
+from abtest.judges.common import (JudgeCall, ask_json, context_block, load_prompt,  # noqa: F401
                      neutralise, numbered_schema, to_json)  # context_block, neutralise: API
 
 if TYPE_CHECKING:
-    from ..llm.gateway import Gateway
-    from ..shapes import ModelSpec
+    from abtest.llm.gateway import Gateway
+    from abtest.core.models import ModelSpec
 
 
 class PairwiseVerdict(BaseModel):
@@ -139,7 +139,7 @@ def pairwise(gateway: Gateway, spec: ModelSpec, case: Case, answer_a: str, answe
     """Blind, both orders: run 'AB' shows A first, run 'BA' shows B first; verdicts mapped back."""
     p = load_prompt("pairwise_v1")
     ctx = context_block(case.context)
-    from ..llm.batch import Deferred
+    from abtest.llm.batch import Deferred
 
     rows = []
     deferred = None

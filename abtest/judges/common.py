@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 if TYPE_CHECKING:
-    from ..llm.gateway import Gateway
-    from ..shapes import ModelSpec
+    from abtest.llm.gateway import Gateway
+    from abtest.core.models import ModelSpec
 
 M = TypeVar("M", bound=BaseModel)  # the reply's model: a call's value is typed as asked
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Callable
 
-from ..shapes import Case
+from abtest.core.models import Case
 
 if TYPE_CHECKING:
-    from ..llm.gateway import Gateway
-    from ..shapes import Config
+    from abtest.llm.gateway import Gateway
+    from abtest.core.models import Config
 
 Rows = list[tuple[dict, list | None]]  # (judgment row, its claims or None)
 Task = Callable[[], Rows]
@@ -43,7 +43,7 @@ def relevance_method(cfg: Config) -> str:
 
 def judge_tasks(gw: Gateway, cfg: Config, inputs: JudgeInputs) -> list[Task]:
     """Independent calls, each returning rows to store; run them in any order or side by side."""
-    from .. import judges as J
+    from abtest import judges as J
 
     spec = cfg.judge
     js = cfg.judges
@@ -82,7 +82,7 @@ def judge_tasks(gw: Gateway, cfg: Config, inputs: JudgeInputs) -> list[Task]:
     embed_fn: Callable | None = None
     embedding = cfg.embedding
     if "relevance" in js and relevance_method(cfg) == "embedding":
-        from ..llm import embed
+        from abtest.llm import embed
 
         assert embedding is not None  # the method is "embedding" only when one is configured
 

@@ -33,7 +33,7 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from ..errors import UserError
+from abtest.errors import UserError
 
 DEFAULT_TEMPLATE: dict[str, Any] = {"message": "{question}", "conversationId": "{conversation_id}"}
 UNREACHABLE = "endpoint unreachable"      # connection, timeout, 429/5xx past the retries
@@ -98,7 +98,7 @@ def _redact(text: str, secret: str | None) -> str:
 
 
 def _coerce_chunks(items: Any, scores: Any, opts: TargetOptions, source: str, where: str) -> list:
-    from ..retrieval.base import RetrievedChunk, coerce_chunk
+    from abtest.retrieval.base import RetrievedChunk, coerce_chunk
 
     if not isinstance(items, (list, tuple)):
         raise TargetError(f"{where}: no chunk list at {opts.chunks_path!r} (got "
@@ -128,7 +128,7 @@ def _coerce_chunks(items: Any, scores: Any, opts: TargetOptions, source: str, wh
 
 
 def _dig(obj: Any, path: str | None) -> Any:
-    from ..retrieval.base import dig
+    from abtest.retrieval.base import dig
 
     return dig(obj, path) if path else None
 
@@ -216,7 +216,7 @@ class HttpTarget(Target):
 
     @property
     def shown(self) -> str:
-        from ..retrieval.http_api import redact_url
+        from abtest.retrieval.http_api import redact_url
 
         return redact_url(self.url)
 
@@ -244,7 +244,7 @@ class HttpTarget(Target):
     def _once(self, index: int, qid: str, question: str, variant: str) -> LiveAnswer:
         where = f"{self.shown}: question {qid}"
         secret = self._secret()
-        from ..retrieval.base import fill_template
+        from abtest.retrieval.base import fill_template
 
         body = fill_template(self.template, {"question": question, "index": index, "id": qid,
                                              "conversation_id": f"eval-{index}", "variant": variant})

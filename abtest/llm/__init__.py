@@ -2,9 +2,9 @@
 litellm), the gateway's policy over it (cache, retries, budget, batches), and the embedded
 default model it serves as the `local/` provider."""
 
-from .budget import Budget, BudgetExceeded
-from .gateway import Gateway, GatewayStats, ModelDriftError, ProviderUnreachable
-from .provider import (LOCAL_PREFIX, LLMResult, call_hash, canonical_hash, check_credentials,
+from abtest.llm.budget import Budget, BudgetExceeded
+from abtest.llm.gateway import Gateway, GatewayStats, ModelDriftError, ProviderUnreachable
+from abtest.llm.provider import (LOCAL_PREFIX, LLMResult, call_hash, canonical_hash, check_credentials,
                        count_tokens, embed, estimate_cost, preload, provider_keys_missing,
                        register_scripted_provider, rerank)
 

@@ -23,12 +23,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Protocol
 
-from ..errors import IncompleteError, UserError
-from ..shapes import ModelSpec
+from abtest.errors import IncompleteError, UserError
+from abtest.core.models import ModelSpec
 
 if TYPE_CHECKING:
-    from ..store import Store
-    from .provider import LLMResult
+    from abtest.store import Store
+    from abtest.llm.provider import LLMResult
 
 
 class Collector(Protocol):
@@ -64,7 +64,7 @@ class Request:
 
 def batchable(spec: ModelSpec) -> bool:
     """True when litellm speaks to this model as OpenAI (hosted, or any compatible server)."""
-    from .provider import get_litellm, is_in_process
+    from abtest.llm.provider import get_litellm, is_in_process
 
     if is_in_process(spec.model):
         return False
@@ -76,7 +76,7 @@ def batchable(spec: ModelSpec) -> bool:
 
 def request_body(spec: ModelSpec, kw: dict) -> dict:
     """The JSON body a single call would send, for one line of the batch file."""
-    from .provider import get_litellm
+    from abtest.llm.provider import get_litellm
 
     model = get_litellm().get_llm_provider(spec.model)[0]
     skip = {"model", "timeout", "api_base", "api_key", "max_retries", "num_retries"}
@@ -120,7 +120,7 @@ class BatchQueue:
 
 
 def _provider_kwargs(spec: ModelSpec) -> dict:
-    from .provider import call_kwargs
+    from abtest.llm.provider import call_kwargs
 
     kw = call_kwargs(spec, 120)
     kw.pop("model")
@@ -146,7 +146,7 @@ def submit(store: Store, run_id: str, queue: BatchQueue, progress: Callable[[str
            ) -> list[str]:
     """Upload each group's requests and create its batch; every batch id is stored as soon as
     the provider has it (a batch created but not stored would be paid for and never read)."""
-    from .provider import describe_for, get_litellm
+    from abtest.llm.provider import describe_for, get_litellm
 
     litellm = get_litellm()
     ids = []
@@ -179,7 +179,7 @@ def submit(store: Store, run_id: str, queue: BatchQueue, progress: Callable[[str
 def preflight(specs: list[ModelSpec]) -> list[ModelSpec]:
     """Before anything is stored: the models whose calls will be batched, each endpoint asked
     once whether it has a Batch API (a local OpenAI-compatible server often has none)."""
-    from .provider import describe_for, get_litellm
+    from abtest.llm.provider import describe_for, get_litellm
 
     seen, out = set(), []
     for spec in specs:
@@ -233,7 +233,7 @@ def collect(gw: Collector, store: Store, run_id: str, specs: list[ModelSpec], *,
             poll_s: float, progress: Callable[[str], None] | None) -> list[dict]:
     """Collect every finished batch of the run; with wait, poll until none is out. Returns
     the batches still out (only when not waiting)."""
-    from .provider import describe_for, get_litellm
+    from abtest.llm.provider import describe_for, get_litellm
 
     litellm = get_litellm()
     said: dict[str, str] = {}
@@ -266,7 +266,7 @@ def collect(gw: Collector, store: Store, run_id: str, specs: list[ModelSpec], *,
 
 def _collect_one(gw: Collector, store: Store, batch: dict, b, spec: ModelSpec, litellm,
                  kw: dict, progress) -> None:
-    from .provider import batch_cost, result_from
+    from abtest.llm.provider import batch_cost, result_from
 
     reqs = {r["call_hash"]: r for r in store.batch_requests(batch["batch_id"])}
     calls, failed, answered = [], {}, set()

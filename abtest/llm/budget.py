@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import threading
 
-from ..errors import UserError
-from ..shapes import ModelSpec
+from abtest.errors import UserError
+from abtest.core.models import ModelSpec
 
 
 class BudgetExceeded(Exception):
@@ -31,7 +31,7 @@ class Budget:
         self.stopped: str | None = None
 
     def check_prices(self, specs: list[ModelSpec]) -> None:
-        from .provider import unit_prices
+        from abtest.llm.provider import unit_prices
 
         for spec in specs:
             if unit_prices(spec) is None:
@@ -41,7 +41,7 @@ class Budget:
 
     def reserve(self, spec: ModelSpec, messages: list[dict], max_tokens: int) -> float:
         """Hold this call's worst case, or raise BudgetExceeded (nothing is sent)."""
-        from .provider import count_tokens, unit_prices
+        from abtest.llm.provider import count_tokens, unit_prices
 
         in_p, out_p = unit_prices(spec) or (0.0, 0.0)
         prompt, _ = count_tokens(spec.model, messages)

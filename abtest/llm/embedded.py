@@ -15,7 +15,7 @@ import threading
 from contextlib import contextmanager
 from functools import lru_cache
 
-from ..errors import UserError
+from abtest.errors import UserError
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 STABLE_NAME = "smollm2-135m-instruct-q4_1"

@@ -20,18 +20,18 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..errors import IncompleteError
-from ..shapes import ModelSpec
-from .provider import (LOCAL_PREFIX, LLMResult, Wire, call_hash, call_kwargs, describe_for, error_headers,
+from abtest.errors import IncompleteError
+from abtest.core.models import ModelSpec
+from abtest.llm.provider import (LOCAL_PREFIX, LLMResult, Wire, call_hash, call_kwargs, describe_for, error_headers,
                        get_litellm, is_in_process, rate_limit_kind, register_providers,
                        response_headers, result_from, retry_after, retryable, shown_base,
                        unreachable_cause, wire_call, wire_slot_installed)
-from .ratelimit import Limits, charge, status_line
+from abtest.llm.ratelimit import Limits, charge, status_line
 
 if TYPE_CHECKING:
-    from ..store import Store
-    from .batch import BatchQueue
-    from .budget import Budget
+    from abtest.store import Store
+    from abtest.llm.batch import BatchQueue
+    from abtest.llm.budget import Budget
 
 
 @dataclass
@@ -113,7 +113,7 @@ class Gateway:
         """A call to the embedded model stops at its next token when this gateway stops (it
         runs in this thread, under litellm); any other call ends as its provider answers."""
         if spec.model.startswith(LOCAL_PREFIX):
-            from .embedded import stopped_by
+            from abtest.llm.embedded import stopped_by
 
             return stopped_by(self._stopping)
         return nullcontext()
@@ -172,7 +172,7 @@ class Gateway:
 
     def _defer(self, spec, messages, h, purpose, case_id, response_format, max_tokens):
         """Queue the call for this pass's batch (its worst case held against the budget)."""
-        from .batch import Deferred, Request, request_body
+        from abtest.llm.batch import Deferred, Request, request_body
 
         if not self.batch.has(h):
             kw = self._kwargs(spec, messages, response_format, max_tokens)
@@ -267,7 +267,7 @@ class Gateway:
         """One provider attempt, held against the budget first (if any)."""
         if self.budget is None:
             return self._attempt_once(litellm, spec, kw, h, purpose, case_id, attempt_no)
-        from .provider import cost_of
+        from abtest.llm.provider import cost_of
 
         held = self.budget.reserve(spec, kw["messages"], kw["max_tokens"])
         res = None
@@ -290,7 +290,7 @@ class Gateway:
         limiter = self.limits.get(spec)
         counted = None
         if not is_in_process(spec.model):   # the tokenizer's count, when it exceeds chars / 4
-            from .provider import count_tokens
+            from abtest.llm.provider import count_tokens
 
             counted = count_tokens(spec.model, kw["messages"])[0]
         # what the provider holds against its tokens limit when the request arrives
@@ -325,7 +325,7 @@ class Gateway:
             if resp is not None:
                 res = result_from(litellm, resp, h, latency)
                 if spec.price is not None:  # the configured price wins over litellm's table
-                    from .provider import cost_of
+                    from abtest.llm.provider import cost_of
 
                     res.cost = cost_of(spec, res.prompt_tokens, res.completion_tokens)
                 used = (res.prompt_tokens + res.completion_tokens

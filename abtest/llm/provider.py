@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ..errors import UserError
-from ..shapes import ModelSpec
+from abtest.errors import UserError
+from abtest.core.models import ModelSpec
 
 _IMPORT_LOCK = threading.Lock()
 _LITELLM = None
@@ -33,7 +33,7 @@ LOCAL_PREFIX = "local/"
 
 
 def _setup_env() -> None:
-    from ..errors import quiet_import_warnings
+    from abtest.errors import quiet_import_warnings
 
     quiet_import_warnings()
     # Before `import litellm`: no price-map fetch from the internet, no .env loading.
@@ -47,7 +47,7 @@ def preload() -> None:
     global _PRELOAD
     with _IMPORT_LOCK:
         if _LITELLM is None and _PRELOAD is None:
-            from ..background import start
+            from abtest.core.background import start
 
             _PRELOAD = start(_import_and_warm, "litellm-import")
 
@@ -56,7 +56,7 @@ def _import_and_warm() -> None:
     """Import litellm, then let it import what its first call would (~0.3 s of lazy imports)
     before the first real request, so that the first requests are not held up by it."""
     litellm = get_litellm()
-    from ..gcpause import gc_paused
+    from abtest.core.gcpause import gc_paused
 
     # a warm-up only (the real call reports any real problem): a mock response, so no network,
     # no provider, nothing cached or logged by abtest
@@ -75,7 +75,7 @@ def get_litellm():
     with _IMPORT_LOCK:
         if _LITELLM is None:
             _setup_env()
-            from ..gcpause import gc_paused
+            from abtest.core.gcpause import gc_paused
 
             # litellm allocates hundreds of thousands of long-lived objects at import: the cyclic
             # collector re-scanning them costs ~1.2 s during the import and ~1.3 s again at
@@ -237,7 +237,7 @@ def _make_handler(chat_fn: Callable[[dict], dict]):
     litellm = get_litellm()
     custom_llm: type = litellm.CustomLLM  # litellm is imported lazily: its class is a value here
 
-    class Handler(custom_llm):
+    class LocalModelHandler(custom_llm):
         def completion(self, model, messages, *args, **kwargs):
             params = dict(kwargs.get("optional_params") or {})
             req = {"model": model, "messages": messages, **params}
@@ -249,7 +249,7 @@ def _make_handler(chat_fn: Callable[[dict], dict]):
 
             return await asyncio.to_thread(self.completion, model, messages, *args, **kwargs)
 
-    return Handler()
+    return LocalModelHandler()
 
 
 def register_providers() -> None:
@@ -257,7 +257,7 @@ def register_providers() -> None:
     global _LOCAL_REGISTERED
     entries = []
     if not _LOCAL_REGISTERED:
-        from . import embedded as local_model
+        from abtest.llm import embedded as local_model
 
         entries.append({"provider": "local", "custom_handler": _make_handler(local_model.chat)})
         _LOCAL_REGISTERED = True
@@ -323,7 +323,7 @@ def check_credentials(spec: ModelSpec, *, where: str) -> None:
     missing, or the embedded model's weights or runtime are not installed (otherwise every
     case would fail on its own, and the run would end incomplete instead of saying why)."""
     if spec.model.startswith(LOCAL_PREFIX):
-        from . import embedded
+        from abtest.llm import embedded
 
         embedded.preflight(where)
     if spec.api_key_env and not os.environ.get(spec.api_key_env):
@@ -583,7 +583,7 @@ def retry_after(exc: Exception) -> float | None:
 def count_tokens(model: str, messages: list[dict]) -> tuple[int, str]:
     """Prompt tokens for the budget check: the local tokenizer, else litellm's, offline."""
     if model.startswith(LOCAL_PREFIX):
-        from . import embedded as local_model
+        from abtest.llm import embedded as local_model
 
         n = local_model.count_tokens(messages)
         if n is not None:
@@ -624,7 +624,7 @@ def call_kwargs(spec: ModelSpec, timeout_s: float) -> dict[str, Any]:
 
 def embed(spec: ModelSpec, texts: list[str], timeout_s: float = 60) -> list[list[float]]:
     """Embeddings through litellm (any provider or a local OpenAI-compatible server)."""
-    from ..errors import IncompleteError
+    from abtest.errors import IncompleteError
 
     litellm = get_litellm()
     try:

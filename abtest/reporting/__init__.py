@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..gcpause import gc_paused
-from .build import SCHEMA_VERSION, build_report  # noqa: F401
-from .model import json_shape, set_renderer
+from abtest.core.gcpause import gc_paused
+from abtest.reporting.build import SCHEMA_VERSION, build_report  # noqa: F401
+from abtest.reporting.model import json_shape, set_renderer
 
 if TYPE_CHECKING:
-    from .model import Report
+    from abtest.reporting.model import Report
 
 
 # one encoder for every value: json.dumps(v, default=str) builds a new encoder per call
@@ -40,15 +40,15 @@ def _render(report: Report, fmt: str) -> str:
     if fmt == "json":
         return to_json(json_shape(report)) + "\n"
     if fmt == "md":
-        from .markdown import render_markdown
+        from abtest.reporting.markdown import render_markdown
 
         return render_markdown(report)
     if fmt == "html":
-        from .html import render_html
+        from abtest.reporting.html import render_html
 
         return render_html(report)
     if fmt == "github":
-        from .github import render_github
+        from abtest.reporting.github import render_github
 
         return render_github(report)
     raise ValueError(f"unknown report format {fmt!r}")

@@ -1,13 +1,13 @@
 """A sequential run's claim metrics: the fixed-N metrics of the cases used, with the
-anytime-valid intervals, p-values and conditions of its last look (abtest.sequential) put
+anytime-valid intervals, p-values and conditions of its last look (abtest.stats.looks) put
 where the claim reads them, so one claim function (claim.licensed_claim) decides both."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from ..sequential import Look
-from .metrics import apply_holm
+from abtest.stats.looks import Look
+from abtest.reporting.metrics import apply_holm
 
 
 def anytime_metrics(metrics: dict, lk: Look, alpha: float, family: Sequence[str]) -> dict:

@@ -12,19 +12,19 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..fmt import clip, pct
-from ..gcpause import gc_paused
-from ..review.agreement import run_judge_validation
-from ..runs import load_run
-from . import notes
-from ..runstate import run_progress
-from .claim import licensed_claim  # noqa: F401  (API)
-from .metrics import SCORE_JUDGES, compute_metrics, holm_family  # noqa: F401
-from .metrics import plain as _plain
+from abtest.core.fmt import clip, pct
+from abtest.core.gcpause import gc_paused
+from abtest.review.agreement import run_judge_validation
+from abtest.store.runs import load_run
+from abtest.reporting import notes
+from abtest.store.state import run_progress
+from abtest.reporting.claim import licensed_claim  # noqa: F401  (API)
+from abtest.reporting.metrics import SCORE_JUDGES, compute_metrics, holm_family  # noqa: F401
+from abtest.reporting.metrics import plain as _plain
 
 if TYPE_CHECKING:
-    from ..store import Store
-    from .model import Report
+    from abtest.store import Store
+    from abtest.reporting.model import Report
 
 SCHEMA_VERSION = 2  # 2: per-judge validation, margins, drop bound, length control
 REMEDIES = {
@@ -53,7 +53,7 @@ def build_report(store: Store, run_id: str, config: Any = None) -> Report:
 
     The collector is paused: a 10,000-case report allocates a million acyclic objects and
     full collections over them were ~30 % of the time."""
-    from .model import validate_report
+    from abtest.reporting.model import validate_report
 
     with gc_paused():
         return validate_report(_build_report(store, run_id, config))
@@ -70,7 +70,7 @@ _NONE: dict = {}  # read-only stand-in for an absent map or row: never written t
 
 
 def _build_report(store, run_id: str, config=None) -> dict:
-    from ..shapes import Config
+    from abtest.core.models import Config
 
     run = load_run(store, run_id)
     cfg = config or Config.model_validate(json.loads(run["config_json"]))
@@ -117,7 +117,7 @@ def _build_report(store, run_id: str, config=None) -> dict:
     outcomes: dict[str, str] = {}
     stat_warnings: list[str] = []
     # which cases are one group (repeats, `group`, `group_by`): the unit of inference
-    from ..groups import case_groups, group_summary
+    from abtest.core.groups import case_groups, group_summary
 
     groups = case_groups(list(cases.values()), cfg.group_by, file=run.get("fixture_path")) \
         if cases else None
@@ -172,7 +172,7 @@ def _build_report(store, run_id: str, config=None) -> dict:
                                                           cfg, judges, report)
     incomplete_reason = None
     if status != "complete":
-        from ..runs import resume_hint
+        from abtest.store.runs import resume_hint
 
         done = prog.counts
         if status == "running":   # never told to resume: a second writer
@@ -190,16 +190,16 @@ def _build_report(store, run_id: str, config=None) -> dict:
                                  f"is estimated until it is complete (`{hint}`)")
     report["judge_noise"] = _judge_noise(judg, cfg) if status == "complete" else None
     if status == "complete" and store.human_labels(run_id):
-        from ..review.ppi import ppi_headlines
+        from abtest.review.ppi import ppi_headlines
 
         report["ppi"] = _plain(ppi_headlines(store, run_id, alpha))
-    from ..golden import draft_summary
+    from abtest.capturing.golden import draft_summary
 
     report["golden"] = draft_summary(list(cases.values())) if cases else None
     report["prompt_diff"] = _prompt_diff(store.prompt_pair(run_id))
     if seq_look is not None and status == "complete":
         # the claim of a sequential run rests on its last look's anytime-valid intervals
-        from .anytime import anytime_metrics
+        from abtest.reporting.anytime import anytime_metrics
 
         report["claim"] = licensed_claim(
             {**report, "metrics": anytime_metrics(metrics, seq_look, alpha, holm_family(judges))},
@@ -211,7 +211,7 @@ def _build_report(store, run_id: str, config=None) -> dict:
     report["per_case"] = _per_case(all_ids, finished, cases, gen_by, jv, outcomes, chk_by,
                                    errors_by_case, cfg.gates.incident_faithfulness)
     report["flipped"] = [r["case_id"] for r in report["per_case"] if r.get("flipped")]
-    from ..gate import evaluate_gate
+    from abtest.reporting.gate import evaluate_gate
 
     report["gate"] = evaluate_gate(report, cfg.gates)
     return report
@@ -281,7 +281,7 @@ def _judge_noise(judg: list[dict], cfg) -> dict | None:
 
 def _fixture_cases(run: dict) -> dict[str, dict]:
     """The run's cases for display (questions, contexts, answerable); {} when unreadable."""
-    from ..runstate import fixture_cases
+    from abtest.store.state import fixture_cases
 
     return fixture_cases(run)
 
@@ -289,7 +289,7 @@ def _fixture_cases(run: dict) -> dict[str, dict]:
 def _fixture_schedule(run: dict) -> dict:
     from pathlib import Path
 
-    from ..fixtures import read_manifest
+    from abtest.core.fixture_set import read_manifest
 
     p = Path(run["fixture_path"] or "") / "manifest.json"
     if not p.exists():
@@ -341,7 +341,8 @@ def _sequential_block(run: dict, cases: dict, finished: list[str], judg: list, g
     """A sequential run's looks (recomputed from its judgments: sequential.replay_run), why
     it stopped, what it used of the fixture and what stopping saved, and the last look (for
     the claim)."""
-    from ..sequential import plan_for_run, replay_run
+    from abtest.stats.looks import replay_run
+    from abtest.store.sequential_record import plan_for_run
 
     plan = plan_for_run(run, cases)
     if plan is None:
@@ -404,8 +405,8 @@ def checks_table(chk_by: dict, finished: set[str], alpha: float) -> dict:
     """Per deterministic check: each variant's pass rate over the answers it applies to (a
     check only one variant defines is shown too), and McNemar on the pairs where it applies
     to both."""
-    from .. import stats
-    from ..checks import paired_check_table
+    from abtest import stats
+    from abtest.prompts.checks import paired_check_table
 
     res_a: dict[str, list] = {}
     res_b: dict[str, list] = {}
@@ -434,7 +435,7 @@ INCIDENT_CHUNK_CHARS = 400  # enough of a chunk to check a statement against, no
 
 
 def _incidents(finished, jv, claims, gen_by, cases, cfg) -> list[dict]:
-    from . import incidents
+    from abtest.reporting import incidents
 
     score_of = {v: {cid: j.get("score") for cid, j in jv.get(("faithfulness", v), _NONE).items()}
                 for v in ("A", "B")}
@@ -456,7 +457,7 @@ def _incidents(finished, jv, claims, gen_by, cases, cfg) -> list[dict]:
 def _taxonomy(report, finished, jv, chk, cases, threshold: float = 0.85):
     """Classify low cases (variant B) and turn FAILs and incidents into a backlog (an
     unsupported-claim case is one of B's incidents: the same threshold)."""
-    from . import incidents
+    from abtest.reporting import incidents
 
     kinds: dict[str, list[str]] = defaultdict(list)
     faith_b = jv.get(("faithfulness", "B"), _NONE)
@@ -506,7 +507,7 @@ def _taxonomy(report, finished, jv, chk, cases, threshold: float = 0.85):
 
 def _prompt_diff(pair: tuple[str, str, str] | None) -> dict | None:
     """Which parts of the rendered prompt differ between A and B, for one case."""
-    from ..variants import messages_text, unified_diff
+    from abtest.prompts.variants import messages_text, unified_diff
 
     if pair is None:
         return None

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..fmt import num, pct, signed
-from ..review.agreement import CLAIM_JUDGES
+from abtest.core.fmt import num, pct, signed
+from abtest.review.agreement import CLAIM_JUDGES
 
 SCOPE = "frozen: given these contexts (never an end-to-end claim)"
 

@@ -15,8 +15,8 @@ import math
 from types import SimpleNamespace
 from typing import Any
 
-from ..fmt import cost_line, interval, num, pct
-from .metrics import SCORE_JUDGES
+from abtest.core.fmt import cost_line, interval, num, pct
+from abtest.reporting.metrics import SCORE_JUDGES
 
 # Okabe–Ito colours (colour-blind safe).
 C_B = "#0072B2"      # B better / B wins

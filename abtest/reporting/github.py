@@ -17,13 +17,13 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
-from ..fmt import clip, interval, num
-from . import notes
-from .model import json_shape
-from .pages import environment
+from abtest.core.fmt import clip, interval, num
+from abtest.reporting import notes
+from abtest.reporting.model import json_shape
+from abtest.reporting.pages import environment
 
 if TYPE_CHECKING:
-    from .model import Report
+    from abtest.reporting.model import Report
 
 MARKER = "<!-- abtest-report -->"
 MAX_CHARS = 60_000

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .model import json_shape
-from .pages import environment
+from abtest.reporting.model import json_shape
+from abtest.reporting.pages import environment
 
 if TYPE_CHECKING:
-    from .model import LiveReport, Report
+    from abtest.reporting.model import LiveReport, Report
 
 __all__ = ["render_html", "render_live_html", "render_within"]
 
@@ -38,8 +38,8 @@ def render_live_html(report: LiveReport) -> str:
 def render_within(template: str, report: Report | LiveReport, **context: Any) -> str:
     """The report's page (report.html, or live.html for a live report) through `template`,
     which extends it as `page` (the view's report_back.html adds a way back to the view)."""
-    from ..gcpause import gc_paused
-    from .model import LiveReport
+    from abtest.core.gcpause import gc_paused
+    from abtest.reporting.model import LiveReport
 
     page = "live.html" if isinstance(report, LiveReport) else "report.html"
     with gc_paused():

@@ -20,20 +20,20 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UserError
-from ..fmt import num, pct
-from ..review.agreement import run_judge_validation
-from ..runs import load_run
-from .build import SCHEMA_VERSION, calls_summary
-from .claim import CLAIM_JUDGES, effect_reasons, sentence
-from . import notes
-from .markdown import cell
-from .metrics import compute_metrics, continuous, metric_at, plain
-from .model import json_shape
+from abtest.errors import UserError
+from abtest.core.fmt import num, pct
+from abtest.review.agreement import run_judge_validation
+from abtest.store.runs import load_run
+from abtest.reporting.build import SCHEMA_VERSION, calls_summary
+from abtest.reporting.claim import CLAIM_JUDGES, effect_reasons, sentence
+from abtest.reporting import notes
+from abtest.reporting.markdown import cell
+from abtest.reporting.metrics import compute_metrics, continuous, metric_at, plain
+from abtest.reporting.model import json_shape
 
 if TYPE_CHECKING:
-    from ..store import Store
-    from .model import LiveReport
+    from abtest.store import Store
+    from abtest.reporting.model import LiveReport
 
 VARIANTS = ("A", "B")
 # compared frozen vs live per case (citation accuracy has no per-case value)
@@ -42,7 +42,7 @@ COMPARED = ("pairwise", "faithfulness", "coverage", "abstention_answerable",
 
 
 def _retrieval(finished, questions, chunk_ids, alpha) -> dict:
-    from .metrics import context_precision_recall
+    from abtest.reporting.metrics import context_precision_recall
 
     prec: dict[str, dict[str, float | None]] = {v: {} for v in VARIANTS}
     rec: dict[str, dict[str, float | None]] = {v: {} for v in VARIANTS}
@@ -78,7 +78,7 @@ def _retrieval(finished, questions, chunk_ids, alpha) -> dict:
 
 
 def _latency(finished, items) -> dict:
-    from .metrics import percentile
+    from abtest.reporting.metrics import percentile
 
     out: dict[str, Any] = {}
     kinds = set()
@@ -99,7 +99,7 @@ def _latency(finished, items) -> dict:
 
 def _checks(finished, checks, alpha) -> dict:
     """The frozen report's checks table over this run's stored check rows."""
-    from .build import checks_table
+    from abtest.reporting.build import checks_table
 
     chk_by: dict[tuple[str, str], dict] = defaultdict(dict)
     for c in checks:
@@ -108,7 +108,7 @@ def _checks(finished, checks, alpha) -> dict:
 
 
 def _incidents(finished, jby, claims, answers, questions, chunk_ids, cfg) -> list[dict]:
-    from . import incidents
+    from abtest.reporting import incidents
 
     score_of = {v: {cid: (jby.get((cid, "faithfulness", v)) or {}).get("score")
                     for cid in finished} for v in VARIANTS}
@@ -267,14 +267,14 @@ def live_claim(report: dict, cfg, frozen: dict | None) -> dict:
 def build_live_report(store: Store, run_id: str, config: Any = None) -> LiveReport:
     """Every number of the live report from the store; nothing is estimated. Checked against
     `model.LiveReport` as the frozen report is against `Report`."""
-    from .model import validate_live_report
+    from abtest.reporting.model import validate_live_report
 
     return validate_live_report(_build_live_report(store, run_id, config))
 
 
 def _build_live_report(store: Store, run_id: str, config: Any = None) -> dict:
-    from ..gate import evaluate_gate
-    from ..shapes import Config
+    from abtest.reporting.gate import evaluate_gate
+    from abtest.core.models import Config
 
     run = load_run(store, run_id)
     if run["kind"] != "live":
@@ -296,7 +296,7 @@ def _build_live_report(store: Store, run_id: str, config: Any = None) -> dict:
         if j["error"]:
             errors[j["case_id"]].append(f"{j['judge']}[{j['subject']}]: {j['error']}")
     # the run's state and its finished questions: the one rule every surface reads (runstate)
-    from ..runstate import run_progress
+    from abtest.store.state import run_progress
 
     prog = run_progress(store, run, cases=questions)
     done = set(prog.finished)
@@ -400,8 +400,8 @@ def _build_live_report(store: Store, run_id: str, config: Any = None) -> dict:
 
 
 def _frozen_report(store, run_id: str) -> tuple[dict | None, str | None]:
-    from ..runs import check_fixture_unchanged
-    from .build import build_report
+    from abtest.store.runs import check_fixture_unchanged
+    from abtest.reporting.build import build_report
 
     try:
         run = load_run(store, run_id)
@@ -412,7 +412,7 @@ def _frozen_report(store, run_id: str) -> tuple[dict | None, str | None]:
 
 
 def _per_case(order, finished, questions, items, chunk_ids, jby, outcomes, checks, errors):
-    from .metrics import context_precision_recall
+    from abtest.reporting.metrics import context_precision_recall
 
     fails = defaultdict(list)
     for c in checks:
@@ -518,7 +518,7 @@ def render_live_markdown(report: LiveReport) -> str:
     if r.get("estimates_withheld"):
         add(f"_{notes.markdown(notes.live_withheld(r))}_")
         add("")
-    from .markdown import judge_validation_md
+    from abtest.reporting.markdown import judge_validation_md
 
     add("## Judge validation (human labels, per judge)")
     add("")
@@ -563,7 +563,7 @@ def render_live(report: LiveReport, fmt: str) -> str:
     if fmt == "md":
         return render_live_markdown(report)
     if fmt == "html":
-        from .html import render_live_html
+        from abtest.reporting.html import render_live_html
 
         return render_live_html(report)
     raise ValueError(f"unknown report format {fmt!r}")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..fmt import clip, cost_line, kappa_text, num, pct
-from .metrics import SCORE_JUDGES
-from . import notes
-from .display import metric_rows
-from .model import json_shape
+from abtest.core.fmt import clip, cost_line, kappa_text, num, pct
+from abtest.reporting.metrics import SCORE_JUDGES
+from abtest.reporting import notes
+from abtest.reporting.display import metric_rows
+from abtest.reporting.model import json_shape
 
 if TYPE_CHECKING:
-    from .model import Report
+    from abtest.reporting.model import Report
 
 
 md = notes.markdown

@@ -23,9 +23,9 @@ from dataclasses import asdict, is_dataclass
 from datetime import date, datetime
 from typing import Any, Callable, Mapping
 
-from ..fmt import pct
-from ..groups import MIN_GROUPS
-from ..sizing import holm_family
+from abtest.core.fmt import pct
+from abtest.core.groups import MIN_GROUPS
+from abtest.stats.sizing import holm_family
 
 # judges that give each answer a 0–1 score: summarised, compared and shown per case alike
 SCORE_JUDGES = ("faithfulness", "coverage", "quality", "relevance", "conformance")
@@ -92,7 +92,7 @@ def continuous(metric: str, a_by: Mapping[str, float | None], b_by: Mapping[str,
     R-compatible Wilcoxon (secondary) and Pratt (sensitivity), on the per-group means with
     groups. Pairs dropped are listed per variant with their reasons (`reason(case_id,
     "A"|"B")`, default "no score")."""
-    from .. import stats
+    from abtest import stats
 
     reason = reason or (lambda _cid, _v: "no score")
     a_only, b_only, both = [], [], []
@@ -170,7 +170,7 @@ def continuous(metric: str, a_by: Mapping[str, float | None], b_by: Mapping[str,
 
 
 def _test_name(pr) -> str:
-    from .. import stats
+    from abtest import stats
 
     if pr.method == stats.PAIRED_T:
         return "paired_t"
@@ -190,7 +190,7 @@ def _mde(pr, a: list[float], b: list[float], labels, alpha: float, family_size: 
 
     from scipy.stats import norm
 
-    from .. import stats
+    from abtest import stats
 
     if not pr.sd_d or pr.n < 2:
         return None
@@ -237,7 +237,7 @@ def drop_bound(a_by: Mapping[str, float | None], b_by: Mapping[str, float | None
     answer without a claim is the correct abstention, so those pairs stay out, as do
     pairs where neither side has a score (both behaved alike). The test is `stats.paired`'s,
     as for faithfulness; with groups below MIN_GROUPS the bound cannot hold."""
-    from .. import stats
+    from abtest import stats
 
     a: list[float] = []
     b: list[float] = []
@@ -292,7 +292,7 @@ def noninferiority_continuous(a_by, b_by, ids: list[str], margin: float, alpha: 
     losses on a share m of the cases, and until that many cases show none, nothing shows the
     loss is not there. With groups the count is Kish's n²/Σn_g² (a group of repeats fails
     together) and the bound is on the group means."""
-    from .. import stats
+    from abtest import stats
 
     both = [c for c in ids if a_by.get(c) is not None and b_by.get(c) is not None]
     min_n = stats.min_n_noninferiority(margin, alpha)
@@ -340,7 +340,7 @@ def binary(name: str, a_by: Mapping[str, bool | None], b_by: Mapping[str, bool |
     (unanswerable) B may fall short of A by less than the margin (lower limit > −margin).
     Both limits are the one-sided betting ones: Tango's limit at the margin erred 6–7 %
     when A rarely refuses (docs/STATISTICS.md §12)."""
-    from .. import stats
+    from abtest import stats
 
     used = [(cid, a_by[cid], b_by[cid]) for cid in ids if a_by.get(cid) is not None
             and b_by.get(cid) is not None]
@@ -426,7 +426,7 @@ def pairwise(ids: list[str], ab: list, ba: list, len_a: list[int], len_b: list[i
     and length diagnostics. With groups the test is the sign test on per-group sums (one
     vote per decisive group: exact at any number of groups) and the win-rate interval is
     the CR2 one; the diagnostics describe the judge, case by case, and stay as they are."""
-    from .. import stats
+    from abtest import stats
 
     pc = stats.pairwise_outcomes(ab, ba)
     outcomes = dict(zip(ids, pc.outcomes))
@@ -466,7 +466,7 @@ def pairwise(ids: list[str], ab: list, ba: list, len_a: list[int], len_b: list[i
 
 
 def _pairwise_grouped(m: dict, outcomes, labels: list, alpha: float) -> None:
-    from .. import stats
+    from abtest import stats
 
     w = [1 if o == "B" else -1 if o == "A" else 0 for o in outcomes]
     cs = stats.clustered_sign_test(w, labels, conf_level=1 - alpha)
@@ -608,10 +608,10 @@ def compute_metrics(finished: list[str], jv: JudgeMap, answerable: Mapping[str, 
     `jv[(judge, subject)][case_id]` is a judgment row with at least `verdict` and `score`
     (subject "A"/"B", "AB"/"BA" for pairwise, "case" for keywords); `lengths[(case_id, v)]`
     is an answer's length in characters; `judges` the configured judge list, which fixes
-    the Holm family. `groups` maps case id → group key (abtest.groups.case_groups); a case
+    the Holm family. `groups` maps case id → group key (abtest.core.groups.case_groups); a case
     it does not name is a group of its own, and None or all singletons give exactly the
     iid results."""
-    from .. import stats
+    from abtest import stats
 
     alpha = cfg.alpha
     family = holm_family(judges)
@@ -706,7 +706,7 @@ def metric_at(metrics: dict, key: str) -> dict | None:
 
 def apply_holm(metrics: dict, family: list[str], alpha: float) -> dict:
     """Holm over the pre-declared family; a member without a p-value enters as p = 1."""
-    from .. import stats
+    from abtest import stats
 
     ps = []
     for key in family:

@@ -49,7 +49,7 @@ class _Part(BaseModel):
 
 # --------------------------------------------------------------------------- header
 
-class Fixture(_Part):
+class FixtureInfo(_Part):
     name: str
     corpus_version: Optional[str]
     cases_sha256: str
@@ -63,14 +63,14 @@ class Fixture(_Part):
                           "retrieval")
 
 
-class Variant(_Part):
+class VariantInfo(_Part):
     name: str
     sha256: str
 
 
 class Variants(_Part):
-    a: Variant
-    b: Variant
+    a: VariantInfo
+    b: VariantInfo
 
 
 class ModelUse(_Part):
@@ -134,7 +134,7 @@ class Sensitivity(_Part):
     p_value: Num
 
 
-class Summary(_Part):
+class ScoreSummary(_Part):
     n: int
     n_missing: int
     average: Num
@@ -236,8 +236,8 @@ class ScoreMetric(_Paired):
     sd_d: Num = None
     secondary: Optional[Secondary] = None
     sensitivity: Optional[Sensitivity] = None
-    summary_a: Optional[Summary] = None
-    summary_b: Optional[Summary] = None
+    summary_a: Optional[ScoreSummary] = None
+    summary_b: Optional[ScoreSummary] = None
     effective_units: Num = Field(None, description="n / max(1, skewness², excess kurtosis) of "
                                                    "the units: from 30 the interval is the t's "
                                                    "(CR2's), below it the betting one")
@@ -330,7 +330,7 @@ class BinaryMetric(_Paired):
     secondary: Optional[dict[str, Num]] = None
 
 
-class Abstention(_Part):
+class AbstentionMetrics(_Part):
     answerable: BinaryMetric
     unanswerable: BinaryMetric
     direction_note: str
@@ -357,7 +357,7 @@ class CheckMetric(_Paired):
 class KeywordsMetric(_Part):
     metric: str
     n: int
-    summary: Optional[Summary]
+    summary: Optional[ScoreSummary]
     note: str
 
 
@@ -370,7 +370,7 @@ class Metrics(_Part):
     quality: Optional[ScoreMetric] = None
     relevance: Optional[ScoreMetric] = None
     conformance: Optional[ScoreMetric] = None
-    abstention: Optional[Abstention] = None
+    abstention: Optional[AbstentionMetrics] = None
     keywords: Optional[KeywordsMetric] = None
     checks: Optional[dict[str, CheckMetric]] = None
 
@@ -665,7 +665,7 @@ class Report(_Whole):
     unfinished_reasons: dict[str, list[str]]
     progress: Optional[Progress] = Field(None, description="the run's state and what exists so "
                                                            "far (absent in older reports)")
-    fixture: Fixture
+    fixture: FixtureInfo
     variants: Variants
     groups: Optional[Groups] = Field(None, description="the run's cases in groups; None when "
                                                        "its fixture is not readable")
@@ -712,28 +712,28 @@ class Report(_Whole):
     def cases_frame(self, *, store: str | os.PathLike | None = None) -> pandas.DataFrame:
         """One row per case (ids, question, both answers, every judge's verdict and score,
         incidents, finished), from the store by DuckDB. Needs pandas (`abtest[pandas]`)."""
-        from ..store.frames import cases_frame
+        from abtest.store.frames import cases_frame
 
         return self._frame(cases_frame, store)
 
     def metrics_frame(self, *, store: str | os.PathLike | None = None) -> pandas.DataFrame:
         """One row per metric: A, B, difference, CI, p, Holm p, N, groups."""
-        from ..store.frames import metrics_frame
+        from abtest.store.frames import metrics_frame
 
         return self._frame(metrics_frame, store)
 
     def incidents_frame(self, *, store: str | os.PathLike | None = None) -> pandas.DataFrame:
         """One row per hallucination incident: case, variant, faithfulness, answer, the
         statements the context does not support."""
-        from ..store.frames import incidents_frame
+        from abtest.store.frames import incidents_frame
 
         return self._frame(incidents_frame, store)
 
     def _frame(self, build: Callable[..., pandas.DataFrame],
                store: str | os.PathLike | None) -> pandas.DataFrame:
-        from ..errors import UserError
-        from ..store import Store
-        from ..store.frames import need_pandas
+        from abtest.errors import UserError
+        from abtest.store import Store
+        from abtest.store.frames import need_pandas
 
         need_pandas(f"Report.{build.__name__}()")
         path = store if store is not None else self._store_path
@@ -760,17 +760,17 @@ class Report(_Whole):
 
     # a notebook shows a glance (under 2 KB), not the tens of kilobytes of every field
     def __repr__(self) -> str:
-        from .display import short_repr
+        from abtest.reporting.display import short_repr
 
         return short_repr(json_shape(self))
 
     def _repr_markdown_(self) -> str:
-        from .display import glance_markdown
+        from abtest.reporting.display import glance_markdown
 
         return glance_markdown(json_shape(self))
 
     def _repr_html_(self) -> str:
-        from .display import glance_html
+        from abtest.reporting.display import glance_html
 
         return glance_html(json_shape(self))
 
@@ -798,7 +798,7 @@ class LiveGolden(_Part):
     sha256: str
 
 
-class LiveVariant(Variant):
+class LiveVariant(VariantInfo):
     target: Optional[str]
 
 
@@ -953,7 +953,7 @@ class LiveReport(_Whole):
     unfinished_reasons: dict[str, list[str]]
     incomplete_reason: Optional[str]
     golden: LiveGolden
-    fixture: Fixture
+    fixture: FixtureInfo
     retriever: Optional[str]
     corpus_version: Optional[str]
     targets: LiveTargets

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..fmt import num, pct
+from abtest.core.fmt import num, pct
 
 Span = tuple[str, str]
 Sentence = tuple[Span, ...]

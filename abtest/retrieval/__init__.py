@@ -44,7 +44,7 @@ def get_retriever(spec: str, *, base_dir: str | os.PathLike = ".", **options: An
         from abtest.retrieval.local import LocalRetriever as cls
         args: tuple = (spec, rest)
     elif kind == "jsonl":
-        from abtest.retrieval.jsonl import JsonlRetriever as cls
+        from abtest.retrieval.captured import JsonlRetriever as cls
         args = (spec, rest)
     elif kind == "python":
         from abtest.retrieval.pycall import PythonRetriever as cls

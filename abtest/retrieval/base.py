@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Hashable, Iterable, Mapping, Sequence
 
 from abtest.errors import UserError
-from abtest.shapes import Chunk
+from abtest.core.models import Chunk
 
 
 @dataclass(frozen=True)

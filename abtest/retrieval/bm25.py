@@ -18,8 +18,8 @@ from typing import Any, NamedTuple
 import duckdb
 import numpy as np
 
-from ..errors import UserError
-from .query import (TOKENIZER_VERSION, And, Node, Not, Or, Phrase, Term, positive_terms, to_dnf,
+from abtest.errors import UserError
+from abtest.retrieval.query import (TOKENIZER_VERSION, And, Node, Not, Or, Phrase, Term, positive_terms, to_dnf,
                     tokenize)
 
 # =========================================================================== local index

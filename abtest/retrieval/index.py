@@ -7,7 +7,7 @@ import os
 from typing import Any, Iterator, NamedTuple
 
 from abtest.errors import UserError
-from .bm25 import IndexStore
+from abtest.retrieval.bm25 import IndexStore
 from abtest.retrieval.query import parse, positive_terms, word_spans
 
 _CORPUS_KEYS = ("id", "text", "title", "metadata")
@@ -24,8 +24,8 @@ def _library_rows(path: str, digest: "hashlib._Hash", said: dict[str, Any]
                   ) -> Iterator[tuple[str, dict[str, Any]]]:
     """(where, row) of a corpus in abtest's shape or a library's (`corpora`), as abtest
     rows; `said` gets the format and the fields left behind."""
-    from ..jsonl import read_records
-    from .corpora import corpus_format, docstore_of, docstore_rows
+    from abtest.core.records import read_records
+    from abtest.imports.corpora import corpus_format, docstore_of, docstore_rows
 
     fmt = None
     left: dict[str, int] = {}
@@ -46,7 +46,7 @@ def _library_rows(path: str, digest: "hashlib._Hash", said: dict[str, Any]
 
 
 def _mapped(fmt: str, row: dict, path: str, where: str, left: dict[str, int]) -> dict:
-    from .corpora import as_corpus_row, corpus_format
+    from abtest.imports.corpora import as_corpus_row, corpus_format
 
     if fmt != "llamaindex-docstore" and corpus_format(row) != fmt:
         raise UserError(f"this row is in another shape than the file's first ({fmt}): one "

@@ -6,7 +6,7 @@ import os
 from typing import Callable, Hashable, Sequence
 
 from abtest.errors import UserError
-from .bm25 import IndexStore
+from abtest.retrieval.bm25 import IndexStore
 from abtest.retrieval.base import Retrieved, RetrievedChunk, Retriever, finalize
 from abtest.retrieval.query import or_query, parse, stem, tokenize, words
 

@@ -8,19 +8,19 @@ import json
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..fmt import kappa_text, num, pct
-from ..runs import load_run, run_config
-from .ppi import ppi_headlines
+from abtest.core.fmt import kappa_text, num, pct
+from abtest.store.runs import load_run, run_config
+from abtest.review.ppi import ppi_headlines
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from abtest.store import Store
 
 CLAIM_JUDGES = ("faithfulness", "coverage", "abstention")
 VALIDATED_JUDGES = ("pairwise", "faithfulness", "coverage", "abstention")
 
 
 def _kappa_block(judge: Sequence, human: Sequence, conf_level: float) -> dict:
-    from ..stats import cohen_kappa
+    from abtest.stats import cohen_kappa
 
     n = len(judge)
     conf: dict[str, dict[str, int]] = {}
@@ -204,7 +204,7 @@ def judge_validation(pairs_by_judge: dict[str, list[tuple[Any, Any]]], cfg) -> d
     Validated when there are at least review.min_labels labels and the lower (1 − alpha)
     limit of kappa is at least review.min_kappa: the point estimate alone lets a judge
     pass on luck in a small sample."""
-    from .. import stats
+    from abtest import stats
 
     lvl = 1 - cfg.alpha
     rv = cfg.review

@@ -16,10 +16,10 @@ import random
 from typing import TYPE_CHECKING, Any, Callable, cast
 
 
-from ..errors import UserError
+from abtest.errors import UserError
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from abtest.store import Store
 
 PAIRWISE_LABELS = ("1", "2", "tie")
 CLAIM_LABELS = ("supported", "unsupported")
@@ -73,7 +73,7 @@ def pairwise_stratum(ab: str | None, ba: str | None) -> str:
 
 
 def outcome(ab: str | None, ba: str | None) -> str:
-    from ..stats import Verdict, pairwise_outcome
+    from abtest.stats import Verdict, pairwise_outcome
 
     # stored verdicts are text; pairwise_outcome refuses anything but A, B, tie or None
     return pairwise_outcome(cast(Verdict, ab), cast(Verdict, ba))

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 
-from ..errors import UserError
-from ..jsonl import json_object
-from ..runs import load_run
-from .items import CLAIM_LABELS, DOWNLOAD_FORMAT, LABELS, write_rows
+from abtest.errors import UserError
+from abtest.core.records import json_object
+from abtest.store.runs import load_run
+from abtest.review.items import CLAIM_LABELS, DOWNLOAD_FORMAT, LABELS, write_rows
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from abtest.store import Store
 
 
 class _Row(NamedTuple):

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
-from .items import CLAIM_LABELS, SCORE, claim_label, outcome, pairwise_stratum
-from ..runs import finished_cases, load_run, pairwise_verdicts, run_config
+from abtest.review.items import CLAIM_LABELS, SCORE, claim_label, outcome, pairwise_stratum
+from abtest.store.runs import finished_cases, load_run, pairwise_verdicts, run_config
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from abtest.store import Store
 
 
 class PPIResult(NamedTuple):

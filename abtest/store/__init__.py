@@ -3,6 +3,6 @@
 `results` is the API, `migrations` the schema, `writer` the one writing thread.
 """
 
-from .results import Store, read_export
+from abtest.store.results import Store, read_export
 
 __all__ = ["Store", "read_export"]

@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UserError
+from abtest.errors import UserError
 
 if TYPE_CHECKING:
     import pandas
 
-    from .results import Store
+    from abtest.store.results import Store
 
 INSTALL = "pip install 'abtest[pandas]'"
 

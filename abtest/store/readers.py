@@ -33,8 +33,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterable, Protocol
 
-from ..errors import UserError
-from .writer import StoreClosing
+from abtest.errors import UserError
+from abtest.store.writer import StoreClosing
 
 MAX_BODY = 1 << 20
 
@@ -90,7 +90,7 @@ class ReadService:
         self.token = secrets.token_hex(16)
         service = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class ReadRequestHandler(BaseHTTPRequestHandler):
             def log_message(self, *args):  # quiet: a run's output is its progress lines
                 pass
 
@@ -127,7 +127,7 @@ class ReadService:
 
         # the constructor binds and listens: connections made from here on wait in the
         # backlog until the serving thread accepts them, so the address is published only now
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), ReadRequestHandler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
                                        name="abtest-store-readers", daemon=True)

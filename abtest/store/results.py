@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
-from . import migrations
-from .migrations import MIGRATIONS
-from .writer import CATALOG, GroupCommit, ReadGate, WriteOp, connect
+from abtest.errors import UserError
+from abtest.store import migrations
+from abtest.store.migrations import MIGRATIONS
+from abtest.store.writer import CATALOG, GroupCommit, ReadGate, WriteOp, connect
 
 def _now():
     from datetime import datetime, timezone
@@ -97,12 +97,12 @@ class Store:
             raise UserError(f"not a valid results store: {str(exc).splitlines()[0]}",
                             file=str(self.path)) from None
         if not read_only:
-            from .readers import clear_stale
+            from abtest.store.readers import clear_stale
 
             clear_stale(self.path)  # the file is ours: an address left there is a dead writer's
             self._migrate()
             self._writer = GroupCommit(self.con, self._gate)
-            from .readers import ReadService
+            from abtest.store.readers import ReadService
 
             self._readers = ReadService(self)  # other processes read through us meanwhile
         else:
@@ -117,7 +117,7 @@ class Store:
         the view lets go when it sees the flag. Locked by a writer, it fails at once."""
         import duckdb
 
-        from .readers import find_service, wait_flag
+        from abtest.store.readers import find_service, wait_flag
 
         def held(exc: Exception) -> bool:  # by another process, or by this one (the view)
             return (isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()) or \
@@ -148,7 +148,7 @@ class Store:
     def _attach_reader(self, exc: Exception) -> None:
         """Read through the writing process, or open the file if it came free meanwhile.
         Raises UserError when the writer does not answer within readers.READER_WAIT_S."""
-        from .readers import await_writer
+        from abtest.store.readers import await_writer
 
         how, got = await_writer(self.path, lambda: connect(self.path, True), exc)
         if how == "remote":
@@ -181,7 +181,7 @@ class Store:
             return set(self._active)
         if self._remote is None:
             return set()   # this process reads the file itself: nobody is writing it
-        from .readers import find_service
+        from abtest.store.readers import find_service
 
         info = find_service(self.path)   # fresh: the writer republishes as runs start and end
         if info is None:
@@ -309,7 +309,7 @@ class Store:
 
     def _rows(self, sql: str, params: Iterable = ()) -> list[dict[str, Any]]:
         if self._remote is not None:
-            from .readers import WriterGone, remote_rows
+            from abtest.store.readers import WriterGone, remote_rows
 
             try:
                 return remote_rows(self._remote, sql, params, path=self.path)

@@ -128,7 +128,7 @@ def rows(rep: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _rows(rep: Mapping[str, Any]) -> list[dict[str, Any]]:
-    from ..reporting import incidents
+    from abtest.reporting import incidents
 
     inc = incidents.by_case(rep)
     issues: dict[str, list[str]] = {}

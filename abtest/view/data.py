@@ -12,10 +12,10 @@ import json
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UserError
+from abtest.errors import UserError
 
 if TYPE_CHECKING:
-    from ..reporting.model import LiveReport, Report
+    from abtest.reporting.model import LiveReport, Report
 
 # per run and state: the typed report (what renders it) and its JSON shape (what the pages read)
 _CACHE: dict[tuple, tuple[Report | LiveReport, dict]] = {}
@@ -30,7 +30,7 @@ def _state(store, run: dict, p: dict[str, Any] | None = None,
     process still writes it. The pages ask for it (/runs/states, /runs/ID/progress) and
     redraw whatever shows a run whose version moved: a case finished, a look taken, the run
     ended, died, or was resumed by another process."""
-    from ..reporting.summary import state_of
+    from abtest.reporting.summary import state_of
 
     st = state_of(run, store.labels_state(run["run_id"]) if labels is False or labels is True
                   else labels)
@@ -55,7 +55,7 @@ def versions(store) -> dict[str, str]:
 
 def counts(store, run: dict) -> dict[str, Any]:
     """The run's state and case counts by the one rule (runstate.run_progress)."""
-    from ..runstate import run_progress
+    from abtest.store.state import run_progress
 
     full = run if "info_json" in run else (store.get_run(run["run_id"]) or run)
     return run_progress(store, full).as_dict()
@@ -66,7 +66,7 @@ def progress(store, run: dict) -> dict[str, Any]:
     (running, interrupted, stopped, incomplete, complete), cases finished of all, with an
     error, and how to continue it (never for a running run: that would start a second
     writer). The state is the one rule's (runstate), computed here once."""
-    from ..runs import resume_hint
+    from abtest.store.runs import resume_hint
 
     full = run if "info_json" in run else (store.get_run(run["run_id"]) or run)
     out = {**counts(store, full), "hint": None, "why": ""}
@@ -126,8 +126,8 @@ def typed_report_of(store, run: dict, state: str | None = None) -> Report | Live
 
 
 def _report(store, run: dict, state: str | None) -> tuple[Report | LiveReport, dict]:
-    from ..reporting.model import json_shape
-    from ..reporting.summary import build_any
+    from abtest.reporting.model import json_shape
+    from abtest.reporting.summary import build_any
 
     key = (str(store.path), run["run_id"], state or _state(store, run))
     with _LOCK:
@@ -144,7 +144,7 @@ def _report(store, run: dict, state: str | None) -> tuple[Report | LiveReport, d
 def summary_of(store, run: dict) -> dict:
     """A finished run's summary for the runs page, built from its report when the store has
     none for its current state (the view opens the store read-only: it keeps it in memory)."""
-    from ..reporting.summary import summarize
+    from abtest.reporting.summary import summarize
 
     state = _state(store, run)
     key = (str(store.path), run["run_id"], state)
@@ -158,7 +158,7 @@ def summary_of(store, run: dict) -> dict:
 
 
 def claim_line(rep: dict) -> tuple[bool, str]:
-    from ..reporting.summary import summarize_json
+    from abtest.reporting.summary import summarize_json
 
     s = summarize_json(rep)
     return s["licensed"], s["claim"]
@@ -207,7 +207,7 @@ def unfinished_claim(state: str, counts: str) -> str:
 def _running_row(store, run: dict, row: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
     """A run stored as running: running while its writer lives, else interrupted (an
     INCOMPLETE gate, like a stopped run's, and the command that resumes it)."""
-    from ..runs import resume_hint
+    from abtest.store.runs import resume_hint
 
     state = p["state"]
     row.update(status=state, n_finished=p["finished"], counts=p["counts"], n_used=p["n_used"],
@@ -222,7 +222,7 @@ def runs_overview(store) -> list[dict]:
     """Every run, newest first, with its claim line, gate decision and who won: from the
     summaries the store keeps, else from this process's memory; a run with neither is marked
     pending and the page asks for its row (/runs/ID/row) after it has rendered."""
-    from ..reporting.summary import state_of
+    from abtest.reporting.summary import state_of
 
     runs = list(reversed(store.list_runs(columns=RUN_COLUMNS)))
     stored, labels = store.run_summaries(), store.labels_states()
@@ -335,7 +335,7 @@ def answer_diff(a: str, b: str) -> dict[str, Any]:
 def _messages_text(messages_json: str | None) -> str:
     if not messages_json:
         return ""
-    from ..variants import messages_text
+    from abtest.prompts.variants import messages_text
 
     return messages_text(json.loads(messages_json))
 
@@ -343,7 +343,7 @@ def _messages_text(messages_json: str | None) -> str:
 def case_detail(store, run: dict, rep: dict, case_id: str) -> dict[str, Any]:
     """One case, side by side: its frozen context, both answers, their claims and the chunk
     each claim was checked against, coverage, abstention, checks and both pairwise orders."""
-    from ..variants import unified_diff
+    from abtest.prompts.variants import unified_diff
 
     row = next((r for r in rep.get("per_case") or [] if r["case_id"] == case_id), None)
     if row is None:
@@ -483,9 +483,9 @@ COMPARED = (("pairwise", "pairwise (B win rate)"), ("faithfulness", "faithfulnes
 def compare(store, run1: str, run2: str) -> dict:
     """Two runs of one fixture: per metric B − A in each and the change; the cases whose
     pairwise outcome or faithfulness verdict changed."""
-    from ..history import compare_runs
-    from ..reporting.metrics import metric_at
-    from ..runs import load_run, run_config
+    from abtest.reporting.compare import compare_runs
+    from abtest.reporting.metrics import metric_at
+    from abtest.store.runs import load_run, run_config
 
     runs = [load_run(store, r) for r in (run1, run2)]
     reps = [report_of(store, run) for run in runs]
@@ -511,8 +511,8 @@ def compare(store, run1: str, run2: str) -> dict:
 def review_items(store, run_id: str, reviewer: str) -> dict[str, Any]:
     """The run's blind review items as `review export` drew them (content rebuilt by the
     pack's own code), each with the label `reviewer` gave it, shown on the item's scale."""
-    from ..review.items import item_number
-    from ..review.pack import Sources, item_content
+    from abtest.review.items import item_number
+    from abtest.review.pack import Sources, item_content
 
     rows = sorted(store.review_items(run_id), key=lambda r: item_number(r["item_id"]))  # pack order
     if not rows:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from abtest.store import Store
 
 IDLE_S = 1.0
 _HOLDERS: "weakref.WeakSet[Holder]" = weakref.WeakSet()
@@ -49,7 +49,7 @@ class Borrowed:
 
 class Holder:
     def __init__(self, path: Path):
-        from ..store.readers import wait_flag
+        from abtest.store.readers import wait_flag
 
         self.path, self.flag = Path(path), wait_flag(Path(path))
         self._lock = threading.Lock()
@@ -62,7 +62,7 @@ class Holder:
         _HOLDERS.add(self)
 
     def borrow(self) -> Borrowed:
-        from ..store import Store
+        from abtest.store import Store
 
         with self._lock:
             if self._store is not None and self._users == 0 and self.flag.exists():
@@ -70,7 +70,7 @@ class Holder:
             if self._store is None and self._through is not None:
                 # a run was writing at the last request: while the same process publishes the
                 # same address, read through it at once (trying the file first costs ~20 ms)
-                from ..store.readers import find_service
+                from abtest.store.readers import find_service
 
                 info = find_service(self.path)
                 if info is not None and info.get("token") == self._through.get("token"):

@@ -93,20 +93,20 @@ def test_config_works_before_and_after_the_command(project):
 
 
 def test_ctrl_c_exits_130_and_says_finished_work_is_saved(project, monkeypatch):
-    import abtest.runner
+    import abtest.running.runner
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(abtest.runner, "run", interrupted)
+    monkeypatch.setattr(abtest.running.runner, "run", interrupted)
     code, _, err = invoke(*RUN)
     assert code == 130
     assert err.strip() == "abtest: interrupted; finished work is saved (use --resume)"
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path):
-    from abtest.fixtures import write_fixture
-    from abtest.shapes import Case, Chunk
+    from abtest.capturing import write_fixture
+    from abtest.core.models import Case, Chunk
 
     # far more output than a pipe holds, so the writer meets the closed pipe
     cases = [Case(id=f"q{i:05d}", question="what is in chunk number %d? " % i * 3,

@@ -66,7 +66,7 @@ def test_a_missing_override_file_is_named(tmp_path, monkeypatch):
 def test_init_starts_with_self_judging_off_and_says_when_to_change_it(tmp_path):
     import yaml
 
-    from abtest.config import load_config
+    from abtest.core.config import load_config
 
     r = CliRunner().invoke(cli, ["init", str(tmp_path / "p")])
     assert r.exit_code == 0, r.output
@@ -152,7 +152,7 @@ def test_serve_demo_answers_with_the_configured_server(tmp_path, monkeypatch):
 
 
 def test_abtest_debug_turns_an_internal_error_into_its_traceback(tmp_path, monkeypatch):
-    import abtest.fixtures as fx
+    import abtest.capturing as fx
 
     p = make_project(tmp_path)
     monkeypatch.chdir(p)
@@ -177,7 +177,7 @@ def test_a_stale_fixture_is_warned_at_run_time_and_named_in_the_report_header(tm
                                                                              monkeypatch):
     import json
 
-    from abtest.fixtures import write_fixture
+    from abtest.capturing import write_fixture
     from fakes import small_cases
 
     install(Brain())
@@ -231,7 +231,7 @@ def test_a_variant_that_never_shows_the_context_is_a_usage_error(tmp_path, monke
 def test_an_incident_shows_its_statements_beside_the_context_text(tmp_path, monkeypatch):
     import json
 
-    from abtest.shapes import Chunk
+    from abtest.core.models import Chunk
     from fakes import small_cases
 
     long_text = "Normandy is a region in France. " + "It has a long coast. " * 60

@@ -33,7 +33,7 @@ def case():
 
 
 def judge_spec():
-    from abtest.shapes import ModelSpec
+    from abtest.core.models import ModelSpec
 
     return ModelSpec(model="fake/judge")
 
@@ -216,7 +216,7 @@ def test_abstention_verdict_is_the_judges(tmp_path, brain, said):
 
 
 def test_judge_prompts_hashed_into_judgments(project, brain):
-    from abtest.config import load_config
+    from abtest.core.config import load_config
     from abtest.judges.common import load_prompt
     from abtest.store import Store
 

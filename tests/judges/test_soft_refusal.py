@@ -42,7 +42,7 @@ def case():
 
 
 def spec():
-    from abtest.shapes import ModelSpec
+    from abtest.core.models import ModelSpec
 
     return ModelSpec(model="fake/judge")
 

@@ -17,8 +17,8 @@ from livetools import (CORPUS, GOLDEN, HAND_PRECISION, HAND_RECALL, RETRIEVED, f
 
 
 def test_live_captures_scores_and_reports_beside_frozen(live_project, brain):
-    from abtest.gate import evaluate_gate
-    from abtest.shapes import Gates
+    from abtest.reporting.gate import evaluate_gate
+    from abtest.core.models import Gates
     from abtest.reporting.live import build_live_report, render_live, render_live_markdown
 
     fid, (code, out, err) = frozen_then_live()
@@ -155,7 +155,7 @@ def test_endpoint_stopped_mid_run_saves_finished_and_exits_3(live_project, brain
 
 
 def test_python_pipeline_targets(live_project, brain, tmp_path, monkeypatch):
-    from abtest.config import load_config
+    from abtest.core.config import load_config
     from abtest.livecheck import run_live
     from abtest.reporting.live import build_live_report
 
@@ -194,7 +194,7 @@ def test_python_pipeline_targets(live_project, brain, tmp_path, monkeypatch):
 
 
 def test_key_from_environment_is_sent_never_stored(live_project, brain, monkeypatch):
-    from abtest.demo_server import DemoChatServer
+    from abtest.livecheck.demo_server import DemoChatServer
 
     key = "sk-live-test-7f3a9c1e55"
     monkeypatch.setenv("DEMO_CHAT_KEY", key)
@@ -208,7 +208,7 @@ def test_key_from_environment_is_sent_never_stored(live_project, brain, monkeypa
                                        "--auth-env", "DEMO_CHAT_KEY")
     assert code == 0, err2
     assert key not in out + err + out2 + err2
-    from abtest.config import load_config
+    from abtest.core.config import load_config
 
     assert key.encode() not in Path(load_config().store_path).read_bytes()
 
@@ -304,7 +304,7 @@ def test_live_claim_borrows_each_judge_validation_only_from_the_same_judge():
     the same — judge by judge; a different judge model must be validated on its own."""
     import copy
 
-    from abtest.shapes import Config
+    from abtest.core.models import Config
     from abtest.reporting.live import live_claim
     from sample_reports import BASE_REPORT as _BASE
     from sample_reports import judge_validation as _val
@@ -339,7 +339,7 @@ def test_frozen_and_live_runs_use_one_judge_plan(monkeypatch):
     from abtest import judges as J
     from abtest.judges.plan import JudgeInputs, judge_tasks
     from abtest.livecheck.run import build_case, judge_question
-    from abtest.shapes import Config
+    from abtest.core.models import Config
 
     seen: list[tuple] = []
 

@@ -236,7 +236,7 @@ def test_an_endpoint_without_a_batch_api_is_refused_before_anything_is_stored(tm
 
 def test_batch_answers_are_priced_at_the_providers_batch_prices():
     from abtest.llm.provider import batch_cost, get_litellm
-    from abtest.shapes import ModelSpec
+    from abtest.core.models import ModelSpec
 
     litellm = get_litellm()
     row = litellm.model_cost["gpt-4o-mini"]

@@ -67,9 +67,9 @@ def key(monkeypatch):
 
 
 def run_in_process(proj: Path):
-    """`abtest.runner.run` on the project: (the exception it raised, seconds it took)."""
-    from abtest.config import load_config
-    from abtest.runner import run
+    """`abtest.running.runner.run` on the project: (the exception it raised, seconds it took)."""
+    from abtest.core.config import load_config
+    from abtest.running.runner import run
 
     lines: list[str] = []
     t0 = time.monotonic()
@@ -158,7 +158,7 @@ def test_a_dead_judge_alone_also_ends_the_run(tmp_path, key, server):
 
 def test_later_calls_to_an_unreachable_model_fail_at_once_without_the_network():
     from abtest.llm import Gateway
-    from abtest.shapes import ModelSpec
+    from abtest.core.models import ModelSpec
 
     base = f"http://127.0.0.1:{free_port()}/v1"
     spec = ModelSpec(model="openai/dead", api_base=base)
@@ -186,7 +186,7 @@ def test_later_calls_to_an_unreachable_model_fail_at_once_without_the_network():
 def test_an_endpoint_that_answered_and_then_refuses_keeps_the_usual_retries():
     """It may be restarting: an endpoint that has answered is never given up on early."""
     from abtest.llm import Gateway
-    from abtest.shapes import ModelSpec
+    from abtest.core.models import ModelSpec
 
     srv = FakeLLMServer(max_seconds=120)
     url = srv.start()
@@ -240,7 +240,7 @@ def test_a_host_name_that_does_not_resolve_ends_the_run_within_10_s(tmp_path, ke
 # --------------------------------------------------------------------------- what keeps retrying
 def test_a_503_is_still_retried_up_to_max_retries():
     from abtest.llm import Gateway
-    from abtest.shapes import ModelSpec
+    from abtest.core.models import ModelSpec
 
     with FakeLLMServer(fault_first_n=3, fault_first_n_kind="503", max_seconds=120) as srv:
         gw = Gateway(None, max_retries=4, backoff_base_s=0.01)
@@ -259,7 +259,7 @@ def test_a_503_is_still_retried_up_to_max_retries():
 
 def test_a_429_and_a_500_are_still_retried():
     from abtest.llm import Gateway
-    from abtest.shapes import ModelSpec
+    from abtest.core.models import ModelSpec
 
     with FakeLLMServer(fault_first_n=2, fault_first_n_kind=["429", "500"], retry_after=0.05,
                        max_seconds=120) as srv:
@@ -272,7 +272,7 @@ def test_a_429_and_a_500_are_still_retried():
 
 def test_a_timeout_is_still_retried():
     from abtest.llm import Gateway
-    from abtest.shapes import ModelSpec
+    from abtest.core.models import ModelSpec
 
     with FakeLLMServer(fault_first_n=2, fault_first_n_kind="timeout", hang_seconds=5,
                        max_seconds=120) as srv:

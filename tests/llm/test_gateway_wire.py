@@ -12,7 +12,7 @@ import pytest
 from fake_llm_server import FakeLLMServer
 
 from abtest.llm import Gateway, register_scripted_provider
-from abtest.shapes import ModelSpec
+from abtest.core.models import ModelSpec
 from abtest.store import Store
 
 

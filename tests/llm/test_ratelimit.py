@@ -20,7 +20,7 @@ from abtest.llm import Gateway
 from abtest.llm.ratelimit import (DEFAULT_MAX_TOKENS, PATIENCE_S, Limiter, TokenBucket, charge,
                                   describe_limits, in_flight_bound, limit_kinds, parse_duration,
                                   parse_headers)
-from abtest.shapes import Config, ModelSpec
+from abtest.core.models import Config, ModelSpec
 
 
 class FakeClock:
@@ -575,7 +575,7 @@ def test_doctor_shows_each_models_limits(tmp_path, monkeypatch):
 
 
 def test_shards_with_different_limits_are_still_one_comparison():
-    from abtest.shards import _measured
+    from abtest.running.shards import _measured
 
     a = Config.model_validate({"judge": {"model": "x", "rpm": 500}, "concurrency": 4})
     b = Config.model_validate({"judge": {"model": "x", "concurrency": 32}})

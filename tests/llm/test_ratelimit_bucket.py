@@ -12,7 +12,7 @@ import pytest
 from fake_llm_server import FakeLLMServer
 
 from abtest.llm import Gateway
-from abtest.shapes import ModelSpec
+from abtest.core.models import ModelSpec
 
 SCALE = 10
 RPM = 240 * SCALE            # 4 requests a second, scaled: 40

@@ -130,7 +130,7 @@ def test_no_claim_when_b_fills_the_claim_extractors_cap(tmp_path):
     and the claim was licensed. B's answers filled the cap: the claim is withheld and says
     why; A's shorter answers (one invention in three sentences) are checked whole."""
     from abtest import judges as J
-    from abtest.shapes import Case, Chunk, ModelSpec
+    from abtest.core.models import Case, Chunk, ModelSpec
 
     chunks = [Chunk(id=f"c{i}", text=t) for i, t in enumerate([
         "Returns are accepted within 30 days.", "Damaged goods are refunded in full.",
@@ -219,7 +219,7 @@ def test_judge_validation_counts_labelled_items_not_labels(tmp_path):
 def _depot_cases(n=80):
     """n answerable questions about depots; each context says when the depot opens and how many
     bays it has. A gets the opening hour of every fourth depot wrong."""
-    from abtest.shapes import Case, Chunk
+    from abtest.core.models import Case, Chunk
 
     return [Case(id=f"q{i:03d}", question=f"When does depot {i} open?", answerable=True,
                  corpus_version="v1", retriever="t", key_points=["9am"],
@@ -231,7 +231,7 @@ def _through_the_judges(case, answer, v):
     """The answer through the real claim and abstention judges (one extraction call asks both)
     with an honest judge: the Side the store holds, as a run would have written it."""
     from abtest import judges as J
-    from abtest.shapes import ModelSpec
+    from abtest.core.models import ModelSpec
 
     (faith, _claims), (abst, _) = J.claims_and_abstention(
         _HonestJudge(case.context), ModelSpec(model="judge"), case, answer, v,

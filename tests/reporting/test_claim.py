@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from abtest.shapes import Config
+from abtest.core.models import Config
 from abtest.reporting.build import licensed_claim
 from sample_reports import CFG, claim, make_report, withheld
 from sample_reports import judge_validation as _val
@@ -239,7 +239,7 @@ def test_frozen_claim_never_claims_end_to_end(rep):
 
 
 def test_claim_withheld_when_coverage_has_no_pairs():
-    from abtest.shapes import Config
+    from abtest.core.models import Config
 
     rep = make_report()
     rep["metrics"]["coverage"] = {"difference": None, "n": 0}

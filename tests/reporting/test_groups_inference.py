@@ -81,7 +81,7 @@ def _distinct(n_ans, n_un, seed=0, *, gain=0.15, cov=True):
 
 def _repeat(cases, k):
     """Every case k times under new ids, with the same verdicts (a deterministic pipeline
-    answers identical prompts identically); groups as abtest.groups gives repeats."""
+    answers identical prompts identically); groups as abtest.core.groups gives repeats."""
     out, groups = [], {}
     for c in cases:
         for j in range(k):

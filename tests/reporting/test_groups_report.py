@@ -15,7 +15,7 @@ RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "v
 
 
 def _cases(n_distinct: int, copies: int):
-    from abtest.shapes import Case, Chunk
+    from abtest.core.models import Case, Chunk
 
     out = []
     for i in range(n_distinct):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from abtest.shapes import Config
+from abtest.core.models import Config
 from sample_reports import CFG
 
 
@@ -363,7 +363,7 @@ def test_length_separability_thresholds():
 
 
 def test_incident_threshold_is_strict():
-    from abtest.shapes import Config as C
+    from abtest.core.models import Config as C
     from abtest.reporting.build import _incidents
 
     cfg = C()  # incident when faithfulness < 0.85

@@ -9,7 +9,7 @@ import pytest
 import validity_sim as V
 from abtest import stats
 from abtest.reporting.metrics import compute_metrics, group_labels
-from abtest.shapes import Config
+from abtest.core.models import Config
 
 SC = {s.name: s for s in V.SCENARIOS}
 

@@ -355,14 +355,14 @@ def test_screenshot_script(page, tmp_path):
 
 def test_compiled_templates_are_kept_and_a_cache_that_cannot_be_kept_costs_only_a_compile(
         monkeypatch, tmp_path):
-    """Jinja's bytecode cache (reporting.pages._compiled) saves each later process the
+    """Jinja's bytecode cache (core.pages._compiled) saves each later process the
     templates' compile; a temporary directory that is not the user's own, or a disk that
     cannot be written, must never stop a report."""
     import tempfile
 
     import jinja2
 
-    from abtest.reporting import pages
+    from abtest.core import pages
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     cache = pages._compiled()

@@ -20,7 +20,7 @@ import betting_reference as ref
 from statsmodels.stats.multitest import multipletests
 
 from abtest.cli import cli
-from abtest.shapes import Case, Chunk
+from abtest.core.models import Case, Chunk
 from fakes import Brain, install, make_project
 
 N_ANS, N_UN = 16, 8

@@ -72,8 +72,8 @@ def test_reranker_reorders(index):
 
 
 def test_reranker_unavailable_falls_back_and_is_recorded(index, tmp_path):
-    from abtest.fixtures import capture
-    from abtest.shapes import Question
+    from abtest.capturing import capture
+    from abtest.core.models import Question
     from abtest.retrieval import get_retriever
 
     def down(query, docs):

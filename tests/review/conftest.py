@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from abtest.fixtures import load_fixture, write_fixture
-from abtest.shapes import Case, Chunk, Config
+from abtest.capturing import load_fixture, write_fixture
+from abtest.core.models import Case, Chunk, Config
 from abtest.store import Store
 from review_data import (CLAIMS, PAIRWISE, PATH_A, PATH_B, RUN, SHA_A, SHA_B, VARIANT_A,
                          VARIANT_B)

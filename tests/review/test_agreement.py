@@ -77,7 +77,7 @@ def test_no_agreement_is_worded_once_and_a_degenerate_interval_is_not_printed():
     """A judge that used one label while humans varied has kappa 0 with an asymptotic SE of 0:
     no interval (not "[0.000, 0.000]"); both raters on one label: kappa undefined. Every page
     words the two the same way (fmt.kappa_text)."""
-    from abtest.fmt import kappa_text
+    from abtest.core.fmt import kappa_text
     from abtest.stats import cohen_kappa
 
     one_sided = cohen_kappa(["A"] * 6, ["A", "B", "A", "B", "A", "A"])

@@ -14,8 +14,8 @@ import pytest
 
 from abtest import review as R
 from abtest.errors import UserError
-from abtest.fixtures import load_fixture, write_fixture
-from abtest.shapes import Chunk
+from abtest.capturing import load_fixture, write_fixture
+from abtest.core.models import Chunk
 from review_data import (FLAGGED, PAIRWISE, PATH_A, PATH_B, RUN, SHA_A,
                          SHA_B, VARIANT_A, VARIANT_B)
 from review_data import _answer, _by_key, _items

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from abtest.shapes import Config
+from abtest.core.models import Config
 from sample_reports import CFG
 
 

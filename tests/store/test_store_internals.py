@@ -10,9 +10,9 @@ import pytest
 from tabulate import tabulate
 
 from abtest import stats as S
-from abtest.fixtures import read_manifest, write_fixture
-from abtest.gcpause import gc_paused
-from abtest.shapes import Case, Chunk
+from abtest.capturing import read_manifest, write_fixture
+from abtest.core.gcpause import gc_paused
+from abtest.core.models import Case, Chunk
 from abtest.reporting import build as B
 from abtest.reporting import render
 from abtest.reporting.markdown import _text_table

@@ -144,7 +144,7 @@ def test_click_through_a_run_in_chromium(server, tmp_path):
 def test_model_and_chunk_text_are_escaped_on_every_page(tmp_path, monkeypatch):
     from starlette.testclient import TestClient
 
-    from abtest.shapes import Chunk
+    from abtest.core.models import Chunk
     from abtest.view.app import create_app
     from fakes import small_cases
 

@@ -27,7 +27,7 @@ def _text(html: str) -> str:
 def test_live_run_pages(live_and_frozen):
     from starlette.testclient import TestClient
 
-    from abtest.config import load_config
+    from abtest.core.config import load_config
     from abtest.view.app import create_app
 
     fid, lid = live_and_frozen

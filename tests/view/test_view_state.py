@@ -87,7 +87,7 @@ def test_runs_list_follows_a_running_run_without_a_reload(tmp_path, monkeypatch)
 
 
 def _odd_cases():
-    from abtest.shapes import Case, Chunk
+    from abtest.core.models import Case, Chunk
 
     return [Case(id=cid, question=f"What is fact {i}?", answerable=True, corpus_version="v1",
                  retriever="test", reference_answer=f"fact {i}",

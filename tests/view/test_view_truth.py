@@ -134,7 +134,7 @@ def test_scatter_ticks_name_their_gridlines_and_every_dot_is_whole(tmp_path):
 
 
 def test_intervals_round_through_the_one_formatter():
-    from abtest.fmt import interval
+    from abtest.core.fmt import interval
     from abtest.reporting.pages import environment
 
     judge_validation = environment().get_template("_macros.html").module.judge_validation

@@ -1,0 +1,1 @@
+"""Reading what other tools wrote: eval sets, datasets, traces and corpora, as their authors meant them."""

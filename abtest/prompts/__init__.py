@@ -1,0 +1,1 @@
+"""The variants under test: their files, rendered messages and snapshots."""
