@@ -5,7 +5,7 @@ Every function here takes paths or loaded objects, reads `abtest.yaml` the way t
 does everything the command does, the run's stored summary for `abtest view` included. A
 run, live run or merge returns a `RunHandle`: its id and status, and `.report()`, the typed
 `Report`. Errors are `abtest.errors.UserError` (bad input; the CLI's exit 2) and
-`IncompleteError` (a provider failed; exit 3), never half-written results.
+`IncompleteRunError` (a provider failed; exit 3), never half-written results.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import (TYPE_CHECKING, Any, Callable, Coroutine, Iterable, ParamSpec, Sequence,
-                    TypeVar)
+                    Generic, TypedDict, TypeVar, cast)
 
 if TYPE_CHECKING:
     from abtest.reporting.comparison import Comparison
@@ -24,12 +24,43 @@ if TYPE_CHECKING:
     from abtest.reporting.model import Report
     from abtest.retrieval.base import Retriever
     from abtest.store import Store
+    from abtest.livecheck.run import LiveIncomplete, LiveResult
+    from abtest.running.execute import RunResult
     from abtest.store.state import RunProgress
     from abtest.prompts.variants import LoadedVariant
 
-Progress = Callable[[str], None]
-# progress=: None bars where someone watches, False nothing, a callable every line (progress.py)
-ProgressArg = Progress | bool | None
+from abtest.core.progress import Progress, ProgressArg
+
+# a merge's summary: the merged run, its status, how many sources and cases it took
+MergeSummary = dict[str, Any]
+
+
+class RunRow(TypedDict):
+    """One run as `list_runs()` (and `abtest runs`, and the view's list) gives it."""
+
+    run_id: str
+    kind: str
+    status: str           # the run's state now (abtest.store.state)
+    created_at: str
+    fixture: str | None
+    corpus_version: str | None
+    a: str | None
+    b: str | None
+    generator: str | None
+    judge: str | None
+    n_cases: int | None   # the fixture's cases
+    n_finished: int | None
+    n_used: int | None    # a sequential run's cases taken so far
+    n_not_needed: int | None   # a stopped sequential run's cases never taken
+    counts: str | None    # the counts as every surface prints them
+    resume: str | None    # the command that continues an unfinished run
+    licensed: bool
+    claim: str
+    reasons: list[str]
+    resolved: str | None
+    gate: str
+    pairwise: dict[str, Any] | None
+    faithfulness: dict[str, Any] | None
 
 
 def load_config(path: str | os.PathLike | None = None) -> LoadedConfig:
@@ -62,14 +93,21 @@ def _config(config: Any) -> LoadedConfig:
     return load(config, required=True)
 
 
+Result = TypeVar("Result")
+
+
 @dataclass
-class RunHandle:
-    """A stored run: its id, its status, what the runner returned, and its report."""
+class RunHandle(Generic[Result]):
+    """A stored run: its id, its status, what made the handle, and its report.
+
+    `result` is, typed as such: a run's `RunResult` (`run`: its counts, calls and time), a
+    stored run's `RunProgress` (`get_run`: its state and finished cases now), a live run's
+    `LiveResult` (or its `LiveIncomplete` when it stopped short), a merge's summary."""
 
     run_id: str
     status: str
     store_path: Path
-    result: Any = None
+    result: Result
 
     @property
     def complete(self) -> bool:
@@ -97,7 +135,7 @@ def run_progress_of(store: Store, run_id: str) -> RunProgress:
     return run_progress(store, load_run(store, run_id))
 
 
-def get_run(run: str = "latest", *, config: Any = None) -> RunHandle:
+def get_run(run: str = "latest", *, config: Any = None) -> RunHandle[RunProgress]:
     """A stored run as a `RunHandle`, its `status` the run's state now (running, interrupted,
     stopped, incomplete or complete): `run` is an id, a unique prefix or "latest"."""
     from abtest.store.runs import resolve_run
@@ -112,7 +150,7 @@ def get_run(run: str = "latest", *, config: Any = None) -> RunHandle:
     return RunHandle(rid, prog.state, Path(lc.store_path), prog)
 
 
-def list_runs(*, config: Any = None, progress: Progress | None = None) -> list[dict]:
+def list_runs(*, config: Any = None, progress: Progress | None = None) -> list[RunRow]:
     """Every run, newest first, as `abtest runs` and the view list them: state, its counts
     (`n_cases` the fixture's, `n_finished`, a sequential run's `n_used` and, once stopped,
     `n_not_needed`; `counts` as every surface prints them), gate, claim line, and the
@@ -125,13 +163,13 @@ def list_runs(*, config: Any = None, progress: Progress | None = None) -> list[d
         pending = [r for r in rows if r.get("pending")]
         if pending and progress:
             progress(f"building the summary of {len(pending)} run(s) the store has none for")
-        out = []
+        out: list[RunRow] = []
         for r in rows:
             if r.get("pending"):
                 from abtest.store.runs import load_run
 
                 r = data.run_row(st, load_run(st, r["run_id"]))
-            out.append({k: v for k, v in r.items() if k not in ("pending", "shown", "version")})
+            out.append(cast(RunRow, {k: r.get(k) for k in RunRow.__annotations__}))
         return out
     finally:
         st.close()
@@ -148,7 +186,7 @@ def run(fixture: str | os.PathLike | Fixture, a: str | os.PathLike | Variant | L
         run_id: str | None = None, resume: bool = False, retry_errors: bool = False,
         max_cost_usd: float | None = None, shard: str | tuple[int, int] | None = None,
         batch: bool = False, wait: bool = True, sequential: bool | dict | None = None,
-        progress: ProgressArg = None) -> RunHandle:
+        progress: ProgressArg = None) -> RunHandle[RunResult]:
     """Compare variants A and B over the fixture's frozen contexts: generate, check, judge;
     every row stored as it exists. A variant is a YAML path, an in-memory `Variant` (checked
     as its file would be) or a `LoadedVariant`. An incomplete run is returned too (status
@@ -193,7 +231,7 @@ def with_sequential(lc: LoadedConfig, sequential: bool | dict) -> LoadedConfig:
 
 def live(golden: str | os.PathLike, a: str, b: str, *, config: Any = None,
          frozen_run: str | None = None, progress: ProgressArg = None,
-         **options: Any) -> RunHandle:
+         **options: Any) -> RunHandle[LiveResult | LiveIncomplete]:
     """Ask live targets A and B (an http(s) endpoint or `python:module:function`) every
     golden question, end to end, and judge; `options` are `run_live`'s (run_id, resume,
     a_name, b_name, retriever_label, corpus_version, citation_pattern) and the target
@@ -217,7 +255,7 @@ def live(golden: str | os.PathLike, a: str, b: str, *, config: Any = None,
 
 
 def merge(sources: Sequence[str], into: str, *, config: Any = None,
-          progress: ProgressArg = None) -> RunHandle:
+          progress: ProgressArg = None) -> RunHandle[MergeSummary]:
     """Shards (`run(..., shard="i/n")`) as one run: sources are run ids, `OTHER.duckdb:RUN_ID`
     or export folders; refused unless they are one comparison with no case twice."""
     from abtest.running.shards import merge_runs

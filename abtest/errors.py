@@ -91,8 +91,6 @@ class IncompleteRunError(AbtestError):
     (exit 3)."""
 
 
-IncompleteError = IncompleteRunError   # the name most of the package raises
-
 
 class DriftError(IncompleteRunError):
     """The resolved model changed under a run: its answers would not compare like for like."""

@@ -179,3 +179,34 @@ def test_no_import_circle_among_the_scripts():
             elif isinstance(node, ast.ImportFrom) and node.module in names:
                 edges[f.stem].add(node.module)
     assert _cycles(edges) == []
+
+
+# exceptions that never reach a user: signals between two parts of abtest, each caught by the
+# part that waits for it (a deferred batch call, a stopping run, a cut-short embedded call, a
+# store closing under a reader, a trace value that is not text), and click's usage error
+INTERNAL_SIGNALS = {"Deferred", "Stopping", "Interrupted", "StoreClosing", "NotText",
+                    "OneLineUsageError"}
+
+
+def test_one_error_tree_every_error_a_user_sees_is_an_abtest_error():
+    import importlib
+
+    from abtest.errors import AbtestError
+
+    outside = []
+    for m, f in _modules().items():
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        names = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
+        if not names:
+            continue
+        mod = importlib.import_module(m)
+        for name in names:
+            cls = getattr(mod, name, None)
+            if isinstance(cls, type) and issubclass(cls, BaseException) and \
+                    not issubclass(cls, AbtestError) and name not in INTERNAL_SIGNALS and \
+                    not issubclass(cls, (KeyboardInterrupt, Warning)):   # RunStopped: Ctrl-C's
+                outside.append(f"{m}.{name}")                      # own kind; warnings warn
+    assert outside == []
+    import abtest.errors as E
+
+    assert not hasattr(E, "IncompleteError")   # one name per kind

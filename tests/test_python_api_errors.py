@@ -26,7 +26,7 @@ def test_every_kind_is_an_abtest_error_with_the_clis_exit_code():
     from abtest import errors
     from abtest.llm import ProviderUnreachable
 
-    assert errors.IncompleteError is abtest.IncompleteRunError
+    assert errors.IncompleteRunError is abtest.IncompleteRunError
     assert issubclass(ProviderUnreachable, abtest.AbtestError)
 
 

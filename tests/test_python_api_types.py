@@ -29,11 +29,17 @@ try:
     pass
 except abtest.AbtestError as e:
     reveal_type(e)
+reveal_type(h.result)
+reveal_type(abtest.get_run().result)
+reveal_type(abtest.list_runs()[0]["n_used"])
 '''
 
 
 def _mypy(tmp_path: Path, *files: str) -> str:
-    env = {**os.environ, "MYPYPATH": str(ROOT)}   # the editable install hides the source
+    """mypy --strict as a user runs it on a script in a folder of their own, after the README's
+    set-up: no MYPYPATH, abtest found where the installer put it (scripts/setup installs it
+    editable in compat mode, which type checkers follow)."""
+    env = {k: v for k, v in os.environ.items() if k != "MYPYPATH"}
     out = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
                           "--no-error-summary", "--cache-dir", str(tmp_path / "cache"),
                           *files], cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -52,13 +58,16 @@ def test_mypy_strict_sees_the_real_types_checks_the_docs_and_catches_a_misuse(tm
     assert not [ln for ln in out.splitlines() if ln.startswith("docs_blocks.py")], out
     lines = {int(m.group(1)): m.group(2) for m in re.finditer(r"^misuse\.py:(\d+): (.*)$", out,
                                                               re.M)}
-    assert 'Revealed type is "def (fixture:' in lines[3] and "-> abtest.api.RunHandle" in lines[3]
+    assert 'Revealed type is "def (fixture:' in lines[3] and "-> abtest.api.RunHandle[abtest.running.execute.RunResult]" in lines[3]
     assert "-> abtest.reporting.model.Report" in lines[4]
     assert "-> abtest.reporting.model.Report" in lines[5]
     assert "-> abtest.core.fixture_set.Fixture" in lines[6]
     assert lines[7] == ('error: Argument "max_cost_usd" to "run" has incompatible type "str"; '
                         'expected "float | None"  [arg-type]'), out
     assert lines[11] == 'note: Revealed type is "abtest.errors.AbtestError"'
+    assert lines[12] == 'note: Revealed type is "abtest.running.execute.RunResult"'
+    assert lines[13] == 'note: Revealed type is "abtest.store.state.RunProgress"'
+    assert lines[14] == 'note: Revealed type is "int | None"'
 
 
 def test_every_public_name_is_declared_for_type_checkers_and_the_package_is_typed():

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from pydantic import BaseModel, Field
 
-from abtest.errors import IncompleteError, UserError
+from abtest.errors import IncompleteRunError, UserError
 from abtest.capturing import GOLDEN_SHARES, validate_question_rows
 
 if TYPE_CHECKING:
@@ -584,7 +584,7 @@ def raise_if_incomplete(res: DraftResult) -> None:
         provider = [f for f in res.failed if any(r.startswith("provider:") for r in f["reasons"])]
         kinds = ", ".join(sorted({f["category"] for f in res.failed}))
         last = res.failed[0]["reasons"][-1] if res.failed[0]["reasons"] else "unknown"
-        raise IncompleteError(
+        raise IncompleteRunError(
             f"{len(res.failed)} question(s) could not be drafted ({kinds}; "
             f"{'provider errors' if provider else 'unusable replies'}, last: {last}); the "
             f"{len(res.added)} drafted are saved in {res.path}; run the same command again to "

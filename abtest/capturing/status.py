@@ -31,7 +31,7 @@ def fixture_status(fx: Fixture, *, today: datetime | None = None,
     cats: Counter[str] = Counter(c.category or "uncategorised" for c in fx.cases)
     tags = Counter(t for c in fx.cases for t in (c.tags or []))
     warnings: list[str] = []
-    stale = age_days > fx.manifest.refresh_every_days
+    stale = fx.manifest.stale_at(today)
     if stale:
         warnings.append(f"stale: captured {age_days:.0f} days ago, refresh every "
                         f"{fx.manifest.refresh_every_days} days (run `abtest capture` again and "

@@ -155,6 +155,11 @@ class FixtureManifest(Strict):
         """When the fixture is due for re-capture (what makes it stale after)."""
         return self.captured() + timedelta(days=self.refresh_every_days)
 
+    def stale_at(self, when: datetime) -> bool:
+        """Whether the fixture is past its refresh date at `when`: the one staleness rule
+        (fixture status, the warning before a run, the report's `stale_at_run`)."""
+        return when > self.due()
+
 
 class OutputSpec(Strict):
     format: Literal["text", "json"] = "text"

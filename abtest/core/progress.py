@@ -16,8 +16,10 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol, Union
 
-Lines = Callable[[str], None]
-ProgressArg = Union[Lines, bool, None]
+# a sink for the lines a command prints (the CLI passes its stderr printer)
+Progress = Callable[[str], None]
+# what the Python API takes: None bars where someone watches, False nothing, a sink every line
+ProgressArg = Union[Progress, bool, None]
 STATS_EVERY_S = 1.0
 # "[i/n] …": a line saying one more of n is done (live runs say their items this way)
 STEP_LINE = re.compile(r"^\[(\d+)/(\d+)\] ")
@@ -92,7 +94,7 @@ def _tqdm() -> Any:
     return tqdm
 
 
-def step(progress: Lines | None, stage: str, done: int, total: int, line: str,
+def step(progress: Progress | None, stage: str, done: int, total: int, line: str,
          stats: Callable[[], dict[str, Any]] | None = None, desc: str | None = None) -> None:
     """One more of `total` done: counts to a sink that takes them, else the line. `desc`
     names the bar (a sequential run's look) where the sink is abtest's own bars."""
@@ -108,7 +110,7 @@ def step(progress: Lines | None, stage: str, done: int, total: int, line: str,
 
 
 @contextmanager
-def sink(progress: ProgressArg, stage: str = "items") -> Iterator[Lines | None]:
+def sink(progress: ProgressArg, stage: str = "items") -> Iterator[Progress | None]:
     """The sink a call reports to (see the module's docstring); bars close when it ends."""
     if progress is False:
         yield None
@@ -126,7 +128,7 @@ def sink(progress: ProgressArg, stage: str = "items") -> Iterator[Lines | None]:
     yield progress
 
 
-def count_retrievals(retriever: Any, progress: Lines | None, total: int) -> None:
+def count_retrievals(retriever: Any, progress: Progress | None, total: int) -> None:
     """Count a capture's questions as its retriever answers them: this retriever's own
     `retrieve` reports each (a retriever that answers a batch at once fills the bar at the
     end, when capture reports the batch done)."""

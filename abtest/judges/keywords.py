@@ -40,9 +40,9 @@ def llm_keywords_fn(lc: LoadedConfig):
         msgs = [{"role": "user", "content": PROMPT.format(question=neutralise(question))}]
         res = gw.complete(spec, msgs, purpose="capture:keywords", response_format=json_schema_format(Keywords))
         if not res.ok:
-            from abtest.errors import IncompleteError
+            from abtest.errors import IncompleteRunError
 
-            raise IncompleteError(f"keyword extraction failed: {res.error}")
+            raise IncompleteRunError(f"keyword extraction failed: {res.error}")
         kw, err = parse_json_model(res.content, Keywords)
         if kw is None:
             return []

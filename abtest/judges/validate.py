@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from abtest.core.config import LoadedConfig
-from abtest.errors import IncompleteError, UserError
+from abtest.errors import IncompleteRunError, UserError
 from abtest.core.records import read_records
 from abtest.core.models import Case, Chunk
 
@@ -83,7 +83,7 @@ def check_pairwise(lc: LoadedConfig, data: str | Path, *, limit: int | None = No
         store.close()
     errors = [r["id"] for (_, r), (ab, ba) in zip(rows, results) if ab["error"] or ba["error"]]
     if errors:
-        raise IncompleteError(f"judge failed on {len(errors)} item(s): {', '.join(errors[:5])}")
+        raise IncompleteRunError(f"judge failed on {len(errors)} item(s): {', '.join(errors[:5])}")
     ab = [x[0]["verdict"] for x in results]
     ba = [x[1]["verdict"] for x in results]
     gold = ["A" if str(r["label"]) == "1" else "B" for _, r in rows]
@@ -128,7 +128,7 @@ def check_faithfulness(lc: LoadedConfig, data: str | Path, *, limit: int | None 
         store.close()
     errors = [r["id"] for (_, r), j in zip(rows, results) if j["error"]]
     if errors:
-        raise IncompleteError(f"judge failed on {len(errors)} item(s): {', '.join(errors[:5])}")
+        raise IncompleteRunError(f"judge failed on {len(errors)} item(s): {', '.join(errors[:5])}")
     pred = ["consistent" if (j["verdict"] == "no_claims" or (j["score"] is not None and j["score"] >= 1.0))
             else "hallucinated" for j in results]
     gold = [r["label"] for _, r in rows]

@@ -12,7 +12,7 @@ Every item is written as soon as it exists (table `live_items`). Calls are made 
 at a time so a measured latency is not inflated by our own load; judging starts only
 after the last call. An endpoint unreachable or failing past its retries stops the
 run cleanly: finished items are kept (and judged), the run is marked incomplete and
-`LiveIncomplete` (an `IncompleteError`, exit 3) says "incomplete — endpoint
+`LiveIncomplete` (an `IncompleteRunError`, exit 3) says "incomplete — endpoint
 unreachable". Nothing is estimated; unfinished questions are never scored.
 """
 
@@ -27,9 +27,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
-from abtest.errors import IncompleteError, UserError
+from abtest.errors import IncompleteRunError, UserError
 from abtest.livecheck.targets import BAD_ANSWER, UNREACHABLE, LiveAnswer, TargetError, TargetOptions, parse_target
 
 if TYPE_CHECKING:
@@ -37,12 +37,12 @@ if TYPE_CHECKING:
     from abtest.core.models import Config
     from abtest.store import Store
 
-Progress = Callable[[str], None]
+from abtest.core.progress import Progress
 
 VARIANTS = ("A", "B")
 
 
-class LiveIncomplete(IncompleteError):
+class LiveIncomplete(IncompleteRunError):
     """The live run stopped early; finished items are saved. Carries the run id."""
 
     def __init__(self, message: str, run_id: str, result: "LiveResult | None" = None):

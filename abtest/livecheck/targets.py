@@ -33,7 +33,7 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from abtest.errors import UserError
+from abtest.errors import ProviderError, UserError
 
 DEFAULT_TEMPLATE: dict[str, Any] = {"message": "{question}", "conversationId": "{conversation_id}"}
 UNREACHABLE = "endpoint unreachable"      # connection, timeout, 429/5xx past the retries
@@ -79,7 +79,7 @@ class LiveAnswer:
     attempts: int = 1
 
 
-class TargetError(Exception):
+class TargetError(ProviderError):
     """A target call failed; `unreachable` = connection/timeout/429/5xx (retryable)."""
 
     def __init__(self, message: str, *, unreachable: bool, retry_after: float | None = None):

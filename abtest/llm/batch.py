@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Protocol
 
-from abtest.errors import IncompleteError, UserError
+from abtest.errors import IncompleteRunError, UserError
 from abtest.core.models import ModelSpec
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ MAX_BYTES = 190 * 1024 ** 2   # and its 200 MB input file limit, with room to sp
 FINISHED = ("completed", "expired", "failed", "cancelled")
 
 
-class BatchPending(IncompleteError):
+class BatchPending(IncompleteRunError):
     """The pass ended with requests out in provider batches."""
 
 
@@ -162,7 +162,7 @@ def submit(store: Store, run_id: str, queue: BatchQueue, progress: Callable[[str
                                          input_file_id=f.id, metadata={"abtest_run": run_id},
                                          **kw)
             except Exception as exc:
-                raise IncompleteError(f"--batch: could not submit a batch to {model}: "
+                raise IncompleteRunError(f"--batch: could not submit a batch to {model}: "
                                       f"{describe_for(spec, exc)}; finished work is kept"
                                       ) from None
             store.put_batch({"batch_id": b.id, "run_id": run_id, "model": model,
@@ -196,7 +196,7 @@ def preflight(specs: list[ModelSpec]) -> list[ModelSpec]:
                 raise UserError(f"--batch: {where} has no Batch API ("
                                 f"{describe_for(spec, exc)}); run without --batch",
                                 field="--batch") from None
-            raise IncompleteError(f"--batch: could not reach the Batch API of {where}: "
+            raise IncompleteRunError(f"--batch: could not reach the Batch API of {where}: "
                                   f"{describe_for(spec, exc)}") from None
     if not out:
         raise UserError("--batch: no model of this run has an OpenAI-compatible Batch API ("
@@ -245,7 +245,7 @@ def collect(gw: Collector, store: Store, run_id: str, specs: list[ModelSpec], *,
             try:
                 b = litellm.retrieve_batch(batch_id=batch["batch_id"], **kw)
             except Exception as exc:
-                raise IncompleteError(f"--batch: could not read batch {batch['batch_id']}: "
+                raise IncompleteRunError(f"--batch: could not read batch {batch['batch_id']}: "
                                       f"{describe_for(spec, exc)}; `--resume --batch` tries "
                                       "again") from None
             if b.status not in FINISHED:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import threading
 
-from abtest.errors import UserError
+from abtest.errors import IncompleteRunError, UserError
 from abtest.core.models import ModelSpec
 
 
-class BudgetExceeded(Exception):
+class BudgetExceeded(IncompleteRunError):
     """The next call could cross the run's budget: the run stops before it."""
 
 

@@ -20,7 +20,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from abtest.errors import IncompleteError
+from abtest.errors import DriftError, ProviderError
 from abtest.core.models import ModelSpec
 from abtest.llm.provider import (LOCAL_PREFIX, LLMResult, Wire, call_hash, call_kwargs, describe_for, error_headers,
                        get_litellm, is_in_process, rate_limit_kind, register_providers,
@@ -44,7 +44,7 @@ class GatewayStats:
     by_purpose: dict[str, int] = field(default_factory=dict)
 
 
-class ModelDriftError(Exception):
+class ModelDriftError(DriftError):
     """The resolved model changed under a run: the comparison would not be like for like."""
 
 
@@ -53,7 +53,7 @@ class ModelDriftError(Exception):
 UNREACHABLE_RETRIES = 2
 
 
-class ProviderUnreachable(IncompleteError):
+class ProviderUnreachable(ProviderError):
     """Nothing answers at a model's endpoint (connection refused, or its host name does not
     resolve) and it has answered nothing yet: waiting a minute on retries would not help."""
 

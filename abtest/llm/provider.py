@@ -624,13 +624,13 @@ def call_kwargs(spec: ModelSpec, timeout_s: float) -> dict[str, Any]:
 
 def embed(spec: ModelSpec, texts: list[str], timeout_s: float = 60) -> list[list[float]]:
     """Embeddings through litellm (any provider or a local OpenAI-compatible server)."""
-    from abtest.errors import IncompleteError
+    from abtest.errors import IncompleteRunError
 
     litellm = get_litellm()
     try:
         resp = litellm.embedding(input=texts, **call_kwargs(spec, timeout_s))
     except Exception as exc:
-        raise IncompleteError(f"embedding model {spec.model} failed: {describe(exc)}") from None
+        raise IncompleteRunError(f"embedding model {spec.model} failed: {describe(exc)}") from None
     return [d["embedding"] if isinstance(d, dict) else d.embedding for d in resp.data]
 
 

@@ -155,7 +155,7 @@ def _live_demo(lc, d: Path, qpath: Path, index_path: Path, frozen_run: str, mode
                k: int, progress) -> int:
     """Two demo chat servers on loopback (plain, grounded) and a live run beside the frozen one."""
     from abtest.livecheck.demo_server import DemoChatServer
-    from abtest.errors import IncompleteError
+    from abtest.errors import IncompleteRunError
     from abtest.livecheck import run_live
     from abtest.reporting.live import render_live
     from abtest.reporting.model import LiveReport
@@ -172,7 +172,7 @@ def _live_demo(lc, d: Path, qpath: Path, index_path: Path, frozen_run: str, mode
                           b_name="grounded", retriever_label=f"bm25@k={k} local:results/index.duckdb",
                           corpus_version="squad2-dev-normans", progress=progress)
             run_id, code = lr.run_id, 0 if lr.status == "complete" else 3
-        except IncompleteError as exc:
+        except IncompleteRunError as exc:
             progress(f"live: incomplete: {exc}")
             return 3
     report = report_and_summary(lc.store_path, run_id)

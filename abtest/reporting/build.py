@@ -303,7 +303,7 @@ def _fixture_schedule(run: dict) -> dict:
         ran = ran.replace(tzinfo=timezone.utc)  # the store keeps UTC without a zone
     return {"captured_at": m.captured_at, "refresh_every_days": m.refresh_every_days,
             "next_evaluation_date": due.date().isoformat(),
-            "stale_at_run": bool(ran is not None and ran > due)}
+            "stale_at_run": bool(ran is not None and m.stale_at(ran))}
 
 
 def _models(store, run: dict) -> dict:

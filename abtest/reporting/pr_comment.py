@@ -18,11 +18,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from abtest.errors import UserError
+
 PER_PAGE = 100
 
 
-class CommentError(Exception):
-    pass
+class CommentError(UserError):
+    """The comment could not be posted: what is missing or what GitHub answered (exit 2)."""
 
 
 def marker(key: str) -> str:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, Field
 
-from abtest.errors import IncompleteError, UserError
+from abtest.errors import IncompleteRunError, UserError
 from abtest.core.fmt import num
 
 if TYPE_CHECKING:
@@ -243,7 +243,7 @@ def _ask(gateway: Gateway, spec: ModelSpec, messages: list[dict], *, purpose: st
     res = gateway.complete(spec, messages, purpose=purpose, case_id=run_id,
                            response_format=json_schema_format(Suggestion), max_tokens=max_tokens)
     if not res.ok:
-        raise IncompleteError(f"suggestion model {spec.model} failed: {res.error}")
+        raise IncompleteRunError(f"suggestion model {spec.model} failed: {res.error}")
     value, err = parse_json_model(res.content, Suggestion)
     return res.content, value, err
 
@@ -324,7 +324,7 @@ def suggest_edits(lc, store: Store, run_id: str, *, variant: str = "B",
             {"role": "user", "content": f"That reply cannot be used: {problem}. Reply again with only "
                                         "the JSON object in the requested format."}]
     if problem is not None:
-        raise IncompleteError(f"the suggestion model gave no usable variant after one repair: {problem}; "
+        raise IncompleteRunError(f"the suggestion model gave no usable variant after one repair: {problem}; "
                               "nothing was written")
     assert value is not None
     old_text = base_path.read_text(encoding="utf-8")

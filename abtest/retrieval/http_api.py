@@ -9,7 +9,7 @@ accepted) and each chunk's fields from `id_field`, `text_field`, `score_field`,
 environment variables (`Authorization: Bearer $RAG_TOKEN`), read at request time.
 
 Failures are split the way the exit codes are: the service unreachable, timing out
-or answering 429/5xx -> IncompleteError; an answer abtest cannot use (not JSON, wrong
+or answering 429/5xx -> IncompleteRunError; an answer abtest cannot use (not JSON, wrong
 shape, 4xx) -> UserError.
 """
 
@@ -27,7 +27,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Hashable, Sequence
 
-from abtest.errors import IncompleteError, UserError
+from abtest.errors import IncompleteRunError, UserError
 from abtest.retrieval.base import (Retrieved, Retriever, coerce_chunk, dig, fill_template,
                                    finalize)
 
@@ -137,16 +137,16 @@ class HttpRetriever(Retriever):
                     if attempt < self.retries:
                         time.sleep(0.5 * 2 ** attempt)
                         continue
-                    raise IncompleteError(f"{shown}: {where}: HTTP {exc.code} after "
+                    raise IncompleteRunError(f"{shown}: {where}: HTTP {exc.code} after "
                                           f"{attempt + 1} attempts") from None
                 if exc.code >= 500:
-                    raise IncompleteError(f"{shown}: {where}: HTTP {exc.code}") from None
+                    raise IncompleteRunError(f"{shown}: {where}: HTTP {exc.code}") from None
                 raise UserError(f"the service answered HTTP {exc.code} {exc.reason}",
                                 file=shown, where=where) from None
             except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError,
                     http.client.HTTPException) as exc:
                 reason = getattr(exc, "reason", exc)
-                raise IncompleteError(f"{shown}: {where}: unreachable ({reason})") from None
+                raise IncompleteRunError(f"{shown}: {where}: unreachable ({reason})") from None
         try:
             return json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):

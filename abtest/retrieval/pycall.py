@@ -11,7 +11,7 @@ import importlib
 import sys
 from typing import Any, Hashable, Sequence
 
-from abtest.errors import IncompleteError, UserError
+from abtest.errors import IncompleteRunError, UserError
 from abtest.retrieval.base import Retrieved, Retriever, coerce_chunk, finalize
 
 
@@ -71,7 +71,7 @@ class PythonRetriever(Retriever):
             try:
                 got = fn(question, k)
             except OSError as exc:  # network, socket, timeouts: the backend is unreachable
-                raise IncompleteError(f"{self.spec}: {where}: {type(exc).__name__}: {exc}") from exc
+                raise IncompleteRunError(f"{self.spec}: {where}: {type(exc).__name__}: {exc}") from exc
             except Exception as exc:
                 raise UserError(f"the function raised {type(exc).__name__}: {exc}",
                                 file=self.spec, where=where) from exc

@@ -3,10 +3,11 @@ a pass defers nothing. Every step is in the store, so a process may stop anywher
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from abtest.core.config import LoadedConfig
-from abtest.errors import (DriftError, IncompleteError, Spelled,
+from abtest.core.progress import Progress
+from abtest.errors import (DriftError, IncompleteRunError, Spelled,
                            UserError, resume_call)
 
 from abtest.running.execute import (RunResult, done_before, errored_cases, execute,
@@ -16,7 +17,6 @@ from abtest.running.plan import RunPlan
 if TYPE_CHECKING:
     from abtest.store import Store
 
-Progress = Callable[[str], None]
 
 def batch_passes(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *, skip: set[str],
                   wait: bool, progress: Progress | None, resume: bool, **kw) -> RunResult:
@@ -35,7 +35,7 @@ def batch_passes(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *, ski
         except ModelDriftError as exc:
             mark_incomplete(store, rid)
             raise DriftError(f"{exc}; the run stops here, incomplete") from None
-        except (IncompleteError, UserError):
+        except (IncompleteRunError, UserError):
             mark_incomplete(store, rid)
             raise
         if out:

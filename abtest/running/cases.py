@@ -7,9 +7,10 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from abtest.core.config import LoadedConfig
+from abtest.core.progress import Progress
 from abtest.core.models import Case
 from abtest.prompts.variants import (LoadedVariant, messages_sha256)
 
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
     from abtest.llm.gateway import Gateway
     from abtest.store import Store
 
-Progress = Callable[[str], None]
 
 def spent_so_far(store: Store, run_id: str, gw: Gateway) -> dict[str, Any]:
     """What a progress bar shows beside the cases: provider calls, cache hits, tokens and

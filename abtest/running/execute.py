@@ -10,12 +10,12 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Sequence
 
 from abtest.core.config import LoadedConfig
-from abtest.errors import (DriftError, IncompleteError, ProviderError, Spelled,
+from abtest.errors import (DriftError, IncompleteRunError, ProviderError, Spelled,
                            resume_call)
-from abtest.core.progress import step
+from abtest.core.progress import Progress, step
 
 from abtest.running.cases import CaseOutcome, judge_repeats, process_case, spent_so_far
 from abtest.running.plan import RunPlan
@@ -24,7 +24,6 @@ from abtest.running.shards import in_shard
 if TYPE_CHECKING:
     from abtest.store import Store
 
-Progress = Callable[[str], None]
 
 def provider_stopped() -> type:
     """`ProviderUnreachable` (what the gateway saw) that is also an `abtest.ProviderError`,
@@ -245,7 +244,7 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
 
         try:
             batch_ids = submit(store, run_id, queue, progress)
-        except IncompleteError:   # what was submitted is stored; --resume --batch collects it
+        except IncompleteRunError:   # what was submitted is stored; --resume --batch collects it
             mark_incomplete(store, run_id)
             raise
     if budget is not None and budget.stopped:
@@ -253,7 +252,7 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
         out = f" ({len(batch_ids)} batch(es) already submitted are collected then)" \
             if batch_ids else ""
         more = {"batch": True} if batch else {}
-        raise IncompleteError(f"{budget.stopped}; finished work is kept: `{{go_on}}` with a "
+        raise IncompleteRunError(f"{budget.stopped}; finished work is kept: `{{go_on}}` with a "
                               f"higher budget continues{out}", opts={"go_on": Spelled(
                                   f"abtest run --resume --run-id {run_id} --max-cost …"
                                   f"{' --batch' if batch else ''}",

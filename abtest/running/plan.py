@@ -11,7 +11,7 @@ from array import array
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from abtest.core.config import LoadedConfig
 from abtest.errors import (UserError)
@@ -22,7 +22,6 @@ from abtest.prompts.variants import (LoadedVariant, load_variant, render_context
 if TYPE_CHECKING:
     pass
 
-Progress = Callable[[str], None]
 
 DEMO_JUDGE = ("the judge is the embedded model because the config names none: its verdicts are "
               "for demonstration only (set `judge:` to a real model, or `judge: embedded` to "
@@ -288,9 +287,9 @@ def dry_run(lc: LoadedConfig, plan: RunPlan, max_cost_usd: float | None = None,
 def stale_note(fixture) -> str | None:
     """Said before a run on a fixture past its refresh date: it measures an old retrieval."""
     m = fixture.manifest  # the manifest only: the cases of a large fixture are not parsed
-    due = m.due()
-    if datetime.now(timezone.utc) <= due:
+    if not m.stale_at(datetime.now(timezone.utc)):
         return None
+    due = m.due()
     return (f"fixture {fixture.name} is past its refresh date (captured "
             f"{m.captured_at}, due for re-capture on {due.date().isoformat()}); "
             "the run measures retrieval as it was then: `abtest capture` again for a current one")

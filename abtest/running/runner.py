@@ -12,9 +12,10 @@ import json
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from abtest.core.config import LoadedConfig
+from abtest.core.progress import Progress
 from abtest.errors import (RunStopped, UserError)
 
 from abtest.running.batch import batch_passes
@@ -29,7 +30,6 @@ from abtest.running.signals import Terminated, stop_on_sigterm
 if TYPE_CHECKING:
     from abtest.store import Store
 
-Progress = Callable[[str], None]
 
 
 def start_run(lc: LoadedConfig, store: Store, plan: RunPlan, *, run_id: str | None = None,

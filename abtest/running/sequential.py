@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from abtest.core.config import LoadedConfig
+from abtest.core.progress import Progress
 from abtest.errors import (UserError)
 
 from abtest.running.execute import RunResult, Shown, execute, result_of
@@ -18,7 +19,6 @@ from abtest.running.plan import RunPlan
 if TYPE_CHECKING:
     from abtest.store import Store
 
-Progress = Callable[[str], None]
 
 def run_sequential(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *,
                 progress: Progress | None, skip: set[str],

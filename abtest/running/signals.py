@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 
 if TYPE_CHECKING:
     pass
 
-Progress = Callable[[str], None]
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread so a run stops as on Ctrl-C."""

@@ -123,13 +123,13 @@ def test_a_refused_port_ends_the_cli_run_in_seconds_incomplete_with_one_line(tmp
 
 
 def test_a_refused_port_ends_a_library_run_within_10_s(tmp_path, key):
-    from abtest.errors import IncompleteError
+    from abtest.errors import IncompleteRunError
     from abtest.llm import ProviderUnreachable
 
     base = f"http://127.0.0.1:{free_port()}/v1"
     proj = make_project(tmp_path / "p", many_cases(40), config=slow_retries(base))
     exc, took, lines = run_in_process(proj)
-    assert isinstance(exc, ProviderUnreachable) and isinstance(exc, IncompleteError)
+    assert isinstance(exc, ProviderUnreachable) and isinstance(exc, IncompleteRunError)
     assert took < 10, took
     msg = str(exc)
     assert "\n" not in msg and SECRET not in msg and SECRET not in "\n".join(lines)

@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 import abtest.retrieval.bm25 as index_store
-from abtest.errors import IncompleteError, UserError
+from abtest.errors import IncompleteRunError, UserError
 from abtest.retrieval.bm25 import IndexStore
 from abtest.retrieval import Retrieved, get_retriever
 from abtest.retrieval import query as Q
@@ -415,7 +415,7 @@ def test_python_retriever(tmp_path):
     assert got[0].score == 2.0 and got[0].metadata == {"m": 1} and got[1].score == 1.5
     for fn, err, pattern in [("garbage", UserError, "python:my_retr_mod:garbage"),
                              ("bad_item", UserError, "chunk id"),
-                             ("down", IncompleteError, "vector db down"),
+                             ("down", IncompleteRunError, "vector db down"),
                              ("missing", UserError, "no function")]:
         with pytest.raises(err, match=pattern):
             get_retriever(f"python:my_retr_mod:{fn}", base_dir=str(tmp_path)).retrieve_many(
@@ -501,10 +501,10 @@ def test_http_retriever(server, monkeypatch):
 
     for path, err, pattern in [("/notjson", UserError, "not JSON"),
                                ("/shape", UserError, "no chunk list"),
-                               ("/busy", IncompleteError, "503")]:
+                               ("/busy", IncompleteRunError, "503")]:
         with pytest.raises(err, match=pattern):
             get_retriever(server + path, base_dir=".", retries=0).retrieve_many([("q", "x")], 1)
-    with pytest.raises(IncompleteError, match="unreachable"):
+    with pytest.raises(IncompleteRunError, match="unreachable"):
         get_retriever(server + "/slow", base_dir=".", timeout=0.2).retrieve_many([("q", "x")], 1)
 
 
@@ -513,7 +513,7 @@ def test_http_connection_refused():
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    with pytest.raises(IncompleteError, match="unreachable"):
+    with pytest.raises(IncompleteRunError, match="unreachable"):
         get_retriever(f"http://127.0.0.1:{port}/x", base_dir=".").retrieve_many([("q", "x")], 1)
 
 
