@@ -192,7 +192,7 @@ def run(fixture: str | os.PathLike | Fixture, a: str | os.PathLike | Variant | L
     as its file would be) or a `LoadedVariant`. An incomplete run is returned too (status
     "incomplete", finished work kept); `resume=True` with its `run_id` continues it.
     `sequential=True` (or the `sequential:` settings as a dict) stops as soon as the answer
-    is known, with anytime-valid inference (docs/STATISTICS.md §11)."""
+    is known, with anytime-valid inference (docs/CLAIM_STATISTICS.md §11)."""
     from abtest.core.progress import sink
     from abtest.running.runner import run as do_run
 

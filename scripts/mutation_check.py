@@ -8,7 +8,7 @@ constant, or the variant labels "A" ↔ "B" — made in one of the functions lis
 TARGETS. For each, the module is rewritten in a scratch copy of the repository and the
 tests named for it run (first failure stops them). A mutant the tests do not kill is
 printed with its place; messages and dictionary keys are not mutated. The last run and its
-survivors, each classified, are in docs/STATISTICS.md §9.
+survivors, each classified, are in docs/CLAIM_STATISTICS.md §9.
 
     python scripts/mutation_check.py                  # every target, 2 workers
     python scripts/mutation_check.py --only gate claim --workers 1

@@ -389,7 +389,7 @@ def print_table(rows, pops, args) -> None:
 
 def group_size_check(draws: int = 4000, seed: int = 43) -> str:
     """The size of abtest's grouped tests under no difference, with few groups
-    (docs/STATISTICS.md §10): the cluster-robust t (CR2) read on G − 1 and on Bell–McCaffrey
+    (docs/CLAIM_STATISTICS.md §10): the cluster-robust t (CR2) read on G − 1 and on Bell–McCaffrey
     df, and Durkalski's McNemar, at G = 5 … 50 groups of unequal sizes."""
     import numpy as np
 
@@ -467,7 +467,7 @@ def main(argv=None) -> int:
                    help="the small-N family of issue 53 (tied scores, rare refusals, few groups, "
                         "anytime looks): validity_sim_small.py")
     p.add_argument("--group-size-check", action="store_true",
-                   help="only the size of the grouped tests with few groups (STATISTICS.md §10)")
+                   help="only the size of the grouped tests with few groups (CLAIM_STATISTICS.md §10)")
     args = p.parse_args(argv)
     if args.group_size_check:
         print(group_size_check())

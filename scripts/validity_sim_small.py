@@ -5,7 +5,7 @@ worlds whose truth is known exactly.
 Each cell draws R experiments and puts them through the functions the report and the
 sequential driver use (`abtest.stats.paired`, `abtest.stats.anytime`'s construction), beside
 what abtest used before (the paired t, Tango's limit, CR2 or no test, the normal mixture's
-numbers are in docs/STATISTICS.md §11). It prints one Markdown table per family with the
+numbers are in docs/CLAIM_STATISTICS.md §11). It prints one Markdown table per family with the
 Monte Carlo standard error of every rate, and exits 1 when a cell misses its bar: CI
 coverage ≥ 0.935, type-I ≤ 0.055, non-inferiority error at the margin ≤ 0.055, anytime error
 over all looks ≤ 0.055.

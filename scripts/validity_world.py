@@ -99,7 +99,7 @@ SCENARIOS = [
     Scenario("position_biased_judge", "B better; the pairwise judge says \"first\" 30 % of the "
              "time", "position consistency and first-position rate = truth", A_EFFECT, B_EFFECT,
              pair_first=0.30),
-    # score level only (docs/STATISTICS.md §7, §10): groups, and the rules on thin evidence
+    # score level only (docs/CLAIM_STATISTICS.md §7, §10): groups, and the rules on thin evidence
     Scenario("duplicates", "A and B equally good; each of 160 distinct cases written 3–6 times "
              "under new ids (720 cases), grouped as repeats", "licensed in ≤ α; significant "
              "(any family member) in ≤ α", EQUAL, EQUAL, score_level=True, e2e=False,

@@ -17,7 +17,7 @@ from abtest.core.models import Config
 
 
 def test_peeking_at_a_fixed_n_test_is_what_the_sequences_replace():
-    """STATS.md §10: a z-test looked at every 20 of 1,000 null N(0, 1) units rejects in 32 %
+    """STATS_SPEC.md §10: a z-test looked at every 20 of 1,000 null N(0, 1) units rejects in 32 %
     of streams; the betting sequence on the same streams (mapped into [−1, 1]) at most α."""
     from abtest.stats import _bets, _log_wealth
 

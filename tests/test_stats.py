@@ -1,4 +1,4 @@
-"""abtest.stats reproduces published reference values and survives the pitfalls in docs/STATS.md."""
+"""abtest.stats reproduces published reference values and survives the pitfalls in docs/STATS_SPEC.md."""
 
 from __future__ import annotations
 

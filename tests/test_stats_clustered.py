@@ -1,5 +1,5 @@
-"""abtest.stats with groups (docs/STATISTICS.md §10): the reference vectors of the statistics
-specification, STATS.md §9, and values computed independently here — statsmodels' cluster
+"""abtest.stats with groups (docs/CLAIM_STATISTICS.md §10): the reference vectors of the statistics
+specification, STATS_SPEC.md §9, and values computed independently here — statsmodels' cluster
 covariance, the general CR2 matrix formula, the Bell–McCaffrey eigenvalues, a t-test on
 group means — never by the function under test. With one case per group every result
 equals the iid function's."""
@@ -16,14 +16,14 @@ from scipy import stats as st
 
 from abtest import stats as S
 
-# STATS.md §9 (the project's statistics specification, shared copy), "Vector (12 cases,
+# STATS_SPEC.md §9 (the project's statistics specification, shared copy), "Vector (12 cases,
 # 4 groups)". Not in tests/data/stats_vectors.json: that file is a verbatim copy of the
 # specification's vector file (tests/test_stats.py checks it holds exactly its 18 vectors),
 # which does not carry these.
 G12 = [1, 1, 1, 2, 2, 2, 2, 3, 3, 4, 4, 4]
 D12 = [0.5, 0.25, 0.5, 0, -0.25, 0, 0.25, 1, 0.75, -0.5, 0, 0.25]
 ZERO12 = [0.0] * 12
-# STATS.md §9, Durkalski et al. (Stat Med 2003) clustered McNemar vector
+# STATS_SPEC.md §9, Durkalski et al. (Stat Med 2003) clustered McNemar vector
 DURK_B = [4, 3, 0, 5, 1]
 DURK_C = [0, 1, 2, 0, 1]
 
@@ -217,7 +217,7 @@ def test_clustered_sign_test_votes_once_per_group():
 
 
 def test_rao_scott_tango_is_tango_on_the_effective_table():
-    # DEFF 1 is Tango's interval itself (STATS.md vector tango_table7: 4/9/3/16)
+    # DEFF 1 is Tango's interval itself (STATS_SPEC.md vector tango_table7: 4/9/3/16)
     one = S.rao_scott_tango_ci(4, 9, 3, 16, 1.0)
     ref = S.tango_ci(4, 9, 3, 16)
     assert (one.ci_low, one.ci_high) == (ref.ci_low, ref.ci_high)

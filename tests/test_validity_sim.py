@@ -224,7 +224,7 @@ def test_e2e_position_biased_judge_diagnostics_match_the_truth(server, tmp_path)
 def test_sequential_runs_keep_alpha_stop_early_and_never_license_a_trap(monkeypatch):
     """validity_sim --sequential, small: monitored at every look of 20 groups, no null run
     is licensed, the issue's true effect at N = 400 is licensed using about a third of the
-    fixture, and a selective refuser is stopped unlicensed (docs/STATISTICS.md §11)."""
+    fixture, and a selective refuser is stopped unlicensed (docs/CLAIM_STATISTICS.md §11)."""
     import validity_sim_sequential as S
     from abtest import stats
 

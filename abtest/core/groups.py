@@ -2,7 +2,7 @@
 
 Cases written twice, or about one source document, share their difficulty: their paired
 differences are correlated, and a test that counts them as independent understates its
-variance (docs/STATISTICS.md). Every stage that needs groups (the report's cluster-robust
+variance (docs/CLAIM_STATISTICS.md). Every stage that needs groups (the report's cluster-robust
 tests, `fixtures status`, the run's pre-flight) asks `case_groups`; nothing else decides.
 
 The rules (docs/DESIGN.md, "Groups"):
@@ -38,7 +38,7 @@ from abtest.errors import UserError
 
 # the fewest groups a cluster-robust t (CR2, Bell–McCaffrey df) is given a test with: at 10
 # groups a skewed group effect made the nominal 5 % test reject 8 %, from 20 within two
-# points (docs/STATISTICS.md §10, `validity_sim.py --group-size-check`); a sequential run
+# points (docs/CLAIM_STATISTICS.md §10, `validity_sim.py --group-size-check`); a sequential run
 # decides nothing before as many units
 MIN_GROUPS = 20
 DOCUMENT = "document"

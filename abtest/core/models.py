@@ -279,7 +279,7 @@ class ReviewConfig(Strict):
 
 
 class Margins(Strict):
-    """Non-inferiority margins, fixed before the run (docs/STATISTICS.md justifies them)."""
+    """Non-inferiority margins, fixed before the run (docs/CLAIM_STATISTICS.md justifies them)."""
 
     coverage: float = Field(default=0.05, ge=0, lt=1, description=(
         "key-point coverage of B may be at most this much lower than A's (0-1 scale)"))

@@ -1,7 +1,7 @@
 """The one sentence abtest exists to say, and the exact reasons when it cannot.
 
 The frozen claim "given these contexts, B was more faithful and no less complete than
-A" is licensed only when every condition in docs/STATISTICS.md holds:
+A" is licensed only when every condition in docs/CLAIM_STATISTICS.md holds:
 
 1. the run is complete, a prompt comparison, without model drift or self-judging;
 2. faithfulness B − A is positive and significant after Holm;
@@ -13,7 +13,7 @@ A" is licensed only when every condition in docs/STATISTICS.md holds:
    its own human-labelled items: enough labels and the lower confidence limit of
    Cohen's kappa at or above review.min_kappa.
 
-Each condition rests on enough evidence (docs/STATISTICS.md §2, §10): a non-inferiority
+Each condition rests on enough evidence (docs/CLAIM_STATISTICS.md §2, §10): a non-inferiority
 condition on at least the independent cases its margin needs (`min_n`, counted as Kish's
 n²/Σn_g² when cases share groups), a cluster-robust test on at least `min_groups` groups;
 each reason names its N (cases, and groups when there are any).

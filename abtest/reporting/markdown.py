@@ -107,7 +107,7 @@ def render_markdown(report: Report) -> str:
         f"`{fx.get('retriever')}`, cases_sha256 {fx['cases_sha256'][:16]}…")
     grp = r.get("groups") or {}
     if grp and grp.get("n_groups", 0) < grp.get("n_cases", 0):
-        add(f"- Groups: {grp['text']} — the unit of inference (docs/STATISTICS.md)")
+        add(f"- Groups: {grp['text']} — the unit of inference (docs/CLAIM_STATISTICS.md)")
     add(f"- Comparison kind: **{r['comparison_kind']}**")
     cost = cost_line(r)
     if cost:

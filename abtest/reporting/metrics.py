@@ -4,11 +4,11 @@ One function, `compute_metrics`, serves the frozen report, the live report and t
 validity simulation (scripts/validity_sim.py), so the numbers the simulation checks are
 the numbers users read. Inputs are plain maps; nothing here reads a store.
 
-Conventions (docs/STATISTICS.md): differences are B − A; every CI is clipped to the
+Conventions (docs/CLAIM_STATISTICS.md): differences are B − A; every CI is clipped to the
 range its quantity can take; the Holm family is fixed from the configured judges before
 any data is seen, and a member without data enters it as p = 1.
 
-Groups (docs/STATISTICS.md §10): when `groups` puts two or more of a metric's cases in one
+Groups (docs/CLAIM_STATISTICS.md §10): when `groups` puts two or more of a metric's cases in one
 group, that metric's tests take the group as the unit (cluster-robust t, Durkalski's
 McNemar, the sign test on per-group sums) and say so in `inference`; otherwise every
 number is the iid one, computed by the same calls as without groups.
@@ -287,7 +287,7 @@ def noninferiority_continuous(a_by, b_by, ids: list[str], margin: float, alpha: 
     """Non-inferiority of a 0–1 score (coverage): the one-sided (α) betting lower limit of
     B − A above −margin (`stats.paired`), on at least `min_n` independent cases. The
     betting bound holds at any N, tied scores included, where the t's lower limit erred
-    7–24 % at the margin (docs/STATISTICS.md §12). The floor is the first N at which pairs
+    7–24 % at the margin (docs/CLAIM_STATISTICS.md §12). The floor is the first N at which pairs
     that all agree clear the margin: a loss of m on a [−1, 1] difference can sit as full
     losses on a share m of the cases, and until that many cases show none, nothing shows the
     loss is not there. With groups the count is Kish's n²/Σn_g² (a group of repeats fails
@@ -339,7 +339,7 @@ def binary(name: str, a_by: Mapping[str, bool | None], b_by: Mapping[str, bool |
     exceed A by less than the margin (upper limit < margin); where it is correct
     (unanswerable) B may fall short of A by less than the margin (lower limit > −margin).
     Both limits are the one-sided betting ones: Tango's limit at the margin erred 6–7 %
-    when A rarely refuses (docs/STATISTICS.md §12)."""
+    when A rarely refuses (docs/CLAIM_STATISTICS.md §12)."""
     from abtest import stats
 
     used = [(cid, a_by[cid], b_by[cid]) for cid in ids if a_by.get(cid) is not None

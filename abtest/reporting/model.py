@@ -212,7 +212,7 @@ class _Paired(_Part):
     significant: bool = False
     direction: Optional[Literal["A", "B"]] = None
     note: Optional[str] = None
-    # present only when some group holds two or more of the metric's cases (docs/STATISTICS.md §10)
+    # present only when some group holds two or more of the metric's cases (docs/CLAIM_STATISTICS.md §10)
     n_groups: Optional[int] = Field(None, description="groups among the pairs used")
     design_effect: Num = Field(None, description="cluster-robust over iid variance of the "
                                                  "difference")
@@ -599,7 +599,7 @@ class SequentialLook(_Part):
 
 
 class Sequential(_Part):
-    """A sequential run (docs/STATISTICS.md §11): why it stopped, what it used, its looks."""
+    """A sequential run (docs/CLAIM_STATISTICS.md §11): why it stopped, what it used, its looks."""
 
     seed: int
     look_units: int

@@ -150,7 +150,7 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0,
     """Write a blind review pack (items.jsonl, labels.csv, review.html) into `out_dir` and
     record each item's secret side mapping and the judge's label in `review_items`.
 
-    Each judge is validated on its own items (docs/STATISTICS.md), so ``n`` items are drawn
+    Each judge is validated on its own items (docs/CLAIM_STATISTICS.md), so ``n`` items are drawn
     per judge, stratified by the judge's verdict so both kinds are there to agree on:
     pairwise (A / B / tie, plus up to ``n`` cases whose two orders disagreed), faithfulness
     claims (supported / unsupported), coverage key points (covered / not covered) and

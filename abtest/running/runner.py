@@ -177,7 +177,7 @@ def _run_started(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *, res
         progress(f"warning: {stale}")
     mn = claim_minimum_n(lc, plan)
     if progress and not mn["can_license"]:
-        progress(f"note: {mn['text']} (docs/STATISTICS.md)")
+        progress(f"note: {mn['text']} (docs/CLAIM_STATISTICS.md)")
     skip = errored_cases(store, rid) if resume and not retry_errors else set()
     if progress and shard:
         progress(f"shard {shard[0]}/{shard[1]}: this run does its slice of the cases; "

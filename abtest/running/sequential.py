@@ -1,6 +1,6 @@
 """The sequential driver: a look after every `sequential.look` units, each look running
 only the cases it adds, a stop once the claim is decided, futile or undecidable
-(docs/STATISTICS.md §11)."""
+(docs/CLAIM_STATISTICS.md §11)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def run_sequential(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *,
                 progress: Progress | None, skip: set[str],
                 max_cost_usd: float | None, resume: bool = False) -> RunResult:
-    """A sequential run (docs/STATISTICS.md §11): the fixture's units in a seeded order, a
+    """A sequential run (docs/CLAIM_STATISTICS.md §11): the fixture's units in a seeded order, a
     look after every `sequential.look` of them, a stop once the claim is decided, shown
     futile or shown undecidable. Each look runs only the cases it adds (and any an earlier
     process left unfinished): a case finished at an earlier look is never sent again, not

@@ -1,4 +1,4 @@
-"""Paired statistics for A/B prompt comparison (see docs/STATS.md).
+"""Paired statistics for A/B prompt comparison (see docs/STATS_SPEC.md).
 
 Every function is pure and returns a small frozen dataclass. Conventions that hold
 throughout, because mixing them up silently flips or inflates a result:
@@ -106,7 +106,7 @@ def _flat(d: np.ndarray) -> bool:
 def _binom_two_sided(k_min: int, n: int) -> tuple[float, float]:
     """Exact and mid-p two-sided p for Bin(n, 1/2) at the smaller count.
 
-    mid-p is ``2*P(X<=k) - P(X=k)`` capped at 1, which equals docs/STATS.md's
+    mid-p is ``2*P(X<=k) - P(X=k)`` capped at 1, which equals docs/STATS_SPEC.md's
     ``exact - pmf(k)`` whenever the two counts differ; when they are equal the
     exact p is capped at 1 and ``exact - pmf`` would wrongly fall below 1.
     """
@@ -182,7 +182,7 @@ def _check_verdict(v) -> None:
 
 
 def pairwise_outcome(verdict_ab: Verdict, verdict_ba: Verdict) -> str:
-    """docs/STATS.md §1: only agreement across both orders counts as a win; a disagreement,
+    """docs/STATS_SPEC.md §1: only agreement across both orders counts as a win; a disagreement,
     a tie in either order or a judge error is 'tie' (no preference)."""
     _check_verdict(verdict_ab)
     _check_verdict(verdict_ba)
@@ -382,7 +382,7 @@ class NonInferiorityResult:
 
 def noninferiority_paired_t(a: Sequence[float], b: Sequence[float], margin: float,
                             alpha: float = 0.05) -> NonInferiorityResult:
-    """'B is no worse than A by more than margin' (docs/STATS.md §3). The decision is
+    """'B is no worse than A by more than margin' (docs/STATS_SPEC.md §3). The decision is
     ``ci_low > -margin`` on the (1 - 2 alpha) CI, equivalent to one-sided p < alpha.
     Fewer than 2 pairs never shows non-inferiority. Zero variance (every d equal to c)
     leaves the t statistic undefined; then the one-sided sign test on d + margin decides:
@@ -620,7 +620,7 @@ class TangoScoreTest:
 
 
 def tango_score_test(n11: int, n10: int, n01: int, n00: int, delta0: float) -> TangoScoreTest:
-    """Score test at a non-zero null (binary non-inferiority, docs/STATS.md §4). Pick the
+    """Score test at a non-zero null (binary non-inferiority, docs/STATS_SPEC.md §4). Pick the
     one-sided p that matches the direction of the claim."""
     n11, n10, n01, n00, n = _table(n11, n10, n01, n00)
     if n == 0:
@@ -827,7 +827,7 @@ def n_mcnemar_connor(p10: float, p01: float, alpha: float = 0.05, power: float =
 
 # Cases about one source document, or one question written twice, share their difficulty:
 # their paired differences are correlated and every iid test understates its variance. The
-# unit of inference is then the group (docs/STATS.md §9, docs/STATISTICS.md §10). With one
+# unit of inference is then the group (docs/STATS_SPEC.md §9, docs/CLAIM_STATISTICS.md §10). With one
 # case per group every function below reduces to its iid counterpart's formula; the report
 # still calls the iid functions then, so their exact paths (sign test, Wilcoxon, mid-p,
 # Tango) give today's results to the last bit.
@@ -870,7 +870,7 @@ def _bm_df(sizes: np.ndarray) -> float:
     independent, equal variances), in closed form: with a_g = (1 − n_g/n)^(−1/2) the variance
     is σ²·Σλχ²₁ over the eigenvalues of W = [diag(a_g² n_g) − c cᵀ/n]/n², c_g = a_g n_g, and
     df = tr(W)²/‖W‖²_F. Equal groups give exactly G − 1; unequal ones fewer, which keeps the
-    test's size where G − 1 exceeds it (docs/STATISTICS.md §10)."""
+    test's size where G − 1 exceeds it (docs/CLAIM_STATISTICS.md §10)."""
     s = sizes.astype(float)
     n = float(s.sum())
     a2 = 1.0 / (1.0 - s / n)
@@ -946,9 +946,9 @@ def clustered_paired_t(a: Floats, b: Floats, groups: Sequence,
                        limits: tuple[float, float] | None = None) -> ClusteredTResult:
     """Paired t on d = b - a with a cluster-robust SE: the group, not the case, is the unit.
 
-    Default CR2 with Bell–McCaffrey df (docs/STATISTICS.md §10 says why: G − 1 df with
+    Default CR2 with Bell–McCaffrey df (docs/CLAIM_STATISTICS.md §10 says why: G − 1 df with
     unequal groups rejected 7–10 % at a nominal 5 %); method='CR1', df_method='G-1' is
-    statsmodels' cluster covariance with G − 1 df (docs/STATS.md §9's vector). With every
+    statsmodels' cluster covariance with G − 1 df (docs/STATS_SPEC.md §9's vector). With every
     group a singleton SE = sd/√n and BM df = n − 1: the iid paired t.
 
     Degenerate cases, as in `paired_t`: no pairs -> all None; one group -> only the
@@ -1067,7 +1067,7 @@ def clustered_mcnemar(b_g: Sequence[int], c_g: Sequence[int]) -> ClusteredMcNema
     X² = (Σb_g − Σc_g)² / Σ_g (b_g − c_g)², 1 df. With every group one pair it is McNemar's
     (b − c)²/(b + c). Its variance is estimated from the groups' own imbalances, so it needs
     no intra-group correlation model; with few discordant groups it is conservative
-    (docs/STATISTICS.md §10)."""
+    (docs/CLAIM_STATISTICS.md §10)."""
     if len(b_g) != len(c_g):
         raise ValueError("b_g and c_g must give one count per group")
     bs = [_count("b_g", v) for v in b_g]
@@ -1214,7 +1214,7 @@ def mde_clustered_t(effective_n: float, df: float, sd_d: float | None = None, al
 
 # Differences of 0–1 scores lie in [−1, 1], and at the sizes prompt experiments run (10–200
 # cases, most of them exact ties) a t interval's normal approximation does not hold: measured on
-# tied scores it covered 60 % at N = 10 (docs/STATISTICS.md §12). The intervals below lean on
+# tied scores it covered 60 % at N = 10 (docs/CLAIM_STATISTICS.md §12). The intervals below lean on
 # nothing but that bound: the hedged-capital betting confidence sets of Waudby-Smith & Ramdas
 # (JRSS-B 86(1), 2024). For a candidate mean m of x = (d + 1)/2 ∈ [0, 1], a gambler bets on
 # "the mean is above m" with capital K⁺_t(m) = Π_{i≤t} (1 + λ_i(m)(x_i − m)) and on "below m"
@@ -1461,7 +1461,7 @@ def paired(a: Floats, b: Floats, *, kind: str = "score", groups: Sequence | None
 
     kind="score": a, b in [0, 1]; the interval and p-value are the t's (CR2 with groups)
     when the units carry at least CLT_MIN_UNITS effective units (`effective_units`) and the
-    betting interval otherwise (few pairs, mostly ties, few groups) — docs/STATISTICS.md §12
+    betting interval otherwise (few pairs, mostly ties, few groups) — docs/CLAIM_STATISTICS.md §12
     shows by simulation that each is used only where it holds its level. kind="binary":
     a, b are 0/1 (True = the event, e.g. a refusal); Tango's interval and the mid-p McNemar
     test (Rao–Scott Tango and Durkalski's McNemar with groups). With a margin, the
@@ -1608,7 +1608,7 @@ def anytime(d: Floats, *, looks: Sequence[int], kind: str = "score",
     """Betting confidence sequences for the mean of per-unit differences d ∈ [−1, 1] (in the
     order the units were taken), read at each look: every interval, bound and p-value holds
     at all looks at once, whenever the run stops, for any distribution on [−1, 1] — rare
-    events too, where a normal mixture with an estimated σ did not (docs/STATISTICS.md §11).
+    events too, where a normal mixture with an estimated σ did not (docs/CLAIM_STATISTICS.md §11).
     The bets are tuned to n_star units (the condition's units in the whole fixture; default
     the last look): tightest there, valid everywhere. kind="binary" checks d ∈ {−1, 0, 1}."""
     if kind not in ("score", "binary"):

@@ -2,7 +2,7 @@
 whenever they are read, so a run may stop as soon as the answer is known.
 
 A fixed-N p-value checked after every look and stopped when small is not a p-value any
-more (docs/STATISTICS.md §11). Here each claim metric is a stream of paired differences in
+more (docs/CLAIM_STATISTICS.md §11). Here each claim metric is a stream of paired differences in
 [−1, 1], one per *unit* (a group of cases, taken whole, in a seeded random order; a case of
 its own is its own group), and after n units it gets the betting confidence sequence of
 Waudby-Smith & Ramdas (JRSS-B 2024) through `abtest.stats.anytime`: a two-sided sequence,
@@ -16,12 +16,12 @@ The fixture's size is known before the first look, so each condition's bets are 
 the units it will have if the run goes to the end (`n_stars`: every unit for faithfulness,
 the answerable units for refusals, the unanswerable ones for abstention): at the end of the
 fixture its bound is nearly the fixed-N betting bound on the same cases, and a sequential
-run licenses what a fixed-N run would nearly as often (docs/STATISTICS.md §11).
+run licenses what a fixed-N run would nearly as often (docs/CLAIM_STATISTICS.md §11).
 
 The claim keeps its fixed-N rules on top (the minimum-evidence floors, at least MIN_GROUPS
 groups for a grouped metric, the drop bound, Holm over the same family, now over
 always-valid p-values, which are valid p-values at the stopping time). The measured
-error rates are in docs/STATISTICS.md §11 (`scripts/validity_sim.py --sequential`).
+error rates are in docs/CLAIM_STATISTICS.md §11 (`scripts/validity_sim.py --sequential`).
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def case_differences(finished: Sequence[str], jv: Mapping, answerable: Mapping[s
 # --------------------------------------------------------------------------- a look
 
 def kish(sizes: Sequence[int]) -> float:
-    """Kish's effective number of independent cases, n²/Σn_g² (docs/STATISTICS.md §9)."""
+    """Kish's effective number of independent cases, n²/Σn_g² (docs/CLAIM_STATISTICS.md §9)."""
     total = sum(sizes)
     return total * total / sum(s * s for s in sizes) if sizes else 0.0
 

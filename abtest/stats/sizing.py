@@ -23,7 +23,7 @@ def holm_family(judges) -> list[str]:
 def min_n_binary_noninferiority(margin: float, alpha: float) -> int | None:
     """The fewest independent cases on which non-inferiority at `margin` can hold at all: the
     first N at which the one-sided betting bound of N pairs that all agree (no refusal or
-    loss sampled) clears the margin (abtest.stats.min_n_noninferiority; docs/STATISTICS.md
+    loss sampled) clears the margin (abtest.stats.min_n_noninferiority; docs/CLAIM_STATISTICS.md
     §2). Tango's limit with no discordant pair, z²/(N + z²), reached a 0.05 margin at 52,
     where a B refusing 5 % more went unseen in 7 % of runs."""
     from abtest.stats import min_n_noninferiority

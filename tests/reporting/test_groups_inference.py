@@ -1,4 +1,4 @@
-"""Groups through the report's metrics and claim (docs/STATISTICS.md §10, §2): cases that share
+"""Groups through the report's metrics and claim (docs/CLAIM_STATISTICS.md §10, §2): cases that share
 a group are not independent, so every paired test takes the group as the unit; one case per
 group changes nothing; a condition on fewer cases (or groups) than it needs cannot license.
 
@@ -210,7 +210,7 @@ def test_a_grouped_claim_says_cases_in_groups():
 
 def test_correlated_groups_use_the_cr2_interval():
     """Unequal groups with a shared per-group shift: the interval is d̄ ± t·SE_CR2 on
-    Bell–McCaffrey df, from STATS.md §9's closed form on the per-group residual sums."""
+    Bell–McCaffrey df, from STATS_SPEC.md §9's closed form on the per-group residual sums."""
     rng = np.random.default_rng(11)
     sizes = rng.integers(1, 9, size=30)
     shift = rng.normal(0, 0.15, size=30)

@@ -94,7 +94,7 @@ def _run() -> tuple[dict, int]:
 
 
 def _midp(b: int, c: int) -> float:
-    """McNemar mid-p from the binomial, as docs/STATS.md §4 writes it."""
+    """McNemar mid-p from the binomial, as docs/STATS_SPEC.md §4 writes it."""
     k, n = min(b, c), b + c
     return min(1.0, st.binomtest(k, n, 0.5).pvalue - st.binom.pmf(k, n, 0.5))
 
