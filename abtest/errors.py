@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
+import warnings
 
 Surface = Literal["python", "cli"]
 
@@ -148,6 +149,5 @@ LITELLM_IMPORT_NOISE = r"Items? .* on TypedDict class .* (is|are) using the .Rea
 
 def quiet_import_warnings() -> None:
     """Filter litellm's import noise (and only it) for the rest of the process."""
-    import warnings
 
     warnings.filterwarnings("ignore", message=LITELLM_IMPORT_NOISE, category=UserWarning)

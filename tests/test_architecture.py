@@ -210,3 +210,42 @@ def test_one_error_tree_every_error_a_user_sees_is_an_abtest_error():
     import abtest.errors as E
 
     assert not hasattr(E, "IncompleteError")   # one name per kind
+
+
+# Imports sit at the module's top, where a reader sees what a module needs, except at the
+# seams that keep `abtest --help` and `import abtest` instant: CLI command bodies, the API's
+# functions, the package's face; and third parties that are optional extras or chosen as the
+# program runs (litellm inside llm/, pandas, xllamacpp, tqdm's widget or text bar).
+LAZY_OK = {"litellm", "pandas", "xllamacpp", "tqdm", "playwright", "ipywidgets", "pyarrow"}
+
+
+def _seam(module: str) -> bool:
+    return module.startswith("abtest.cli") or module in ("abtest.api", "abtest")
+
+
+def test_imports_sit_at_the_top_outside_the_seams():
+    lazy = []
+    for m, f in _modules().items():
+        if _seam(m):
+            continue
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        top = {id(n) for n in tree.body}
+        typing_only = {id(x) for n in tree.body if isinstance(n, ast.If)
+                       and getattr(n.test, "id", None) == "TYPE_CHECKING" for x in ast.walk(n)}
+        guarded = {id(x) for n in ast.walk(tree) if isinstance(n, ast.Try)
+                   and any(getattr(h.type, "id", None) in ("ImportError", "ModuleNotFoundError")
+                           for h in n.handlers) for b in n.body for x in ast.walk(b)}
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in top | typing_only \
+                    | guarded:
+                mod = n.module if isinstance(n, ast.ImportFrom) else n.names[0].name
+                if (mod or "").split(".")[0] not in LAZY_OK:
+                    lazy.append(f"{m}:{n.lineno} {mod}")
+    assert lazy == []
+
+
+def test_the_lazy_import_rule_sees_an_import_inside_a_method():
+    tree = ast.parse("class C:\n    def f(self):\n        import json\n")
+    top = {id(n) for n in tree.body}
+    assert [n.names[0].name for n in ast.walk(tree)
+            if isinstance(n, ast.Import) and id(n) not in top] == ["json"]

@@ -14,6 +14,8 @@ from typing import Callable
 from abtest.errors import UserError
 from abtest.core.models import Case, Chunk, Question
 from abtest.core.fixture_set import Fixture, write_fixture
+from datetime import date
+import random
 
 def capture(questions: list[Question], retriever, *, out: str | os.PathLike,
             corpus_version: str | None = None, k: int | None = 5, force: bool = False,
@@ -24,7 +26,6 @@ def capture(questions: list[Question], retriever, *, out: str | os.PathLike,
     A case's corpus_version is the source's own label when the retriever reports one (an
     imported capture file's rows), else `corpus_version`, else today's date (said in
     progress); the manifest lists the distinct labels of its cases."""
-    from datetime import date
 
     out = Path(out)
     if out.exists() and not force:
@@ -108,7 +109,6 @@ def _auto_tags(cases: list[Case]) -> dict[str, list[str]]:
 
 def add_unanswerable(fx: Fixture, *, n: int, seed: int = 0) -> Fixture:
     """Counterfactual refusals: drop the relevant chunks of N answerable cases."""
-    import random
 
     pool = [c for c in fx.cases if c.answerable and c.relevant_chunk_ids
             and set(c.relevant_chunk_ids) & {ch.id for ch in c.context}]

@@ -29,6 +29,19 @@ from pydantic import BaseModel, Field
 
 from abtest.errors import IncompleteRunError, UserError
 from abtest.capturing import GOLDEN_SHARES, validate_question_rows
+from abtest.core.records import read_jsonl
+from abtest.core.records import write_jsonl
+from abtest.core.records import csv_header, is_csv, read_records
+from abtest.core.records import atomic_write_text
+import csv
+import io
+from concurrent.futures import ThreadPoolExecutor
+from abtest.judges.common import load_prompt
+from abtest.llm import check_credentials
+from abtest.imports.questions import QUESTION_LISTS, ROW_BOOLS
+from abtest.llm import Gateway
+from abtest.store import Store
+from abtest.judges.common import ask_json
 
 if TYPE_CHECKING:
     from abtest.judges.common import JudgeCall
@@ -130,7 +143,6 @@ def _chunk_file(path: Path, name: str) -> list[DocChunk]:
 
 
 def _load_corpus_jsonl(path: Path) -> list[DocChunk]:
-    from abtest.core.records import read_jsonl
 
     out: list[DocChunk] = []
     seen: dict[str, int] = {}
@@ -157,7 +169,6 @@ def _load_corpus_jsonl(path: Path) -> list[DocChunk]:
 
 def write_corpus(chunks: Iterable[DocChunk], path: str | os.PathLike) -> Path:
     """The chunks as a corpus JSONL for `abtest index`, so captured ids match the drafts."""
-    from abtest.core.records import write_jsonl
 
     return write_jsonl(Path(path), (c.corpus_row() for c in chunks))
 
@@ -200,7 +211,6 @@ class GoldenFile:
 
 def read_golden(path: str | os.PathLike, *, missing_ok: bool = False) -> GoldenFile:
     """Read and validate a golden file (JSON list, {"questions": [...]}, JSONL, or CSV)."""
-    from abtest.core.records import csv_header, is_csv, read_records
 
     path = Path(path)
     fmt = "csv" if is_csv(path) else "jsonl" if path.suffix.lower() == ".jsonl" else "json"
@@ -210,7 +220,6 @@ def read_golden(path: str | os.PathLike, *, missing_ok: bool = False) -> GoldenF
         raise UserError("golden file not found", file=str(path))
     wrapper = None
     if fmt == "csv":
-        from abtest.imports.questions import QUESTION_LISTS, ROW_BOOLS
 
         rows = list(read_records(path, "a golden CSV", list_fields=QUESTION_LISTS,
                                  bool_fields=ROW_BOOLS))
@@ -245,7 +254,6 @@ def read_golden(path: str | os.PathLike, *, missing_ok: bool = False) -> GoldenF
 
 
 def write_golden(gf: GoldenFile) -> Path:
-    from abtest.core.records import atomic_write_text, write_jsonl
 
     if gf.fmt == "csv":
         return atomic_write_text(gf.path, _golden_csv(gf))
@@ -258,8 +266,6 @@ def write_golden(gf: GoldenFile) -> Path:
 def _golden_csv(gf: GoldenFile) -> str:
     """The CSV again: a cell whose value did not change keeps its text byte for byte; a
     changed or new one is written as JSON (lists) or true/false."""
-    import csv
-    import io
 
     def cell(v: Any) -> str:
         if v is None:
@@ -473,10 +479,7 @@ def draft_golden(lc, docs: str | os.PathLike, out: str | os.PathLike, *, n: int 
     an incomplete exit. Raises UserError for bad documents or a bad existing file before
     any model call.
     """
-    from concurrent.futures import ThreadPoolExecutor
 
-    from abtest.judges.common import load_prompt
-    from abtest.llm import check_credentials
 
     chunks = load_docs(docs)
     gf = read_golden(out, missing_ok=True)
@@ -507,8 +510,6 @@ def draft_golden(lc, docs: str | os.PathLike, out: str | os.PathLike, *, n: int 
 
     own_store = None
     if gateway is None:
-        from abtest.llm import Gateway
-        from abtest.store import Store
 
         own_store = Store(lc.store_path)
         gateway = Gateway(own_store, concurrency=lc.config.concurrency, timeout_s=lc.config.timeout_s,
@@ -516,7 +517,6 @@ def draft_golden(lc, docs: str | os.PathLike, out: str | os.PathLike, *, n: int 
 
     def ask(slot: int, category: str, shown: list[DocChunk], attempt: int
             ) -> JudgeCall[DraftReply]:
-        from abtest.judges.common import ask_json
 
         call = ask_json(gateway, spec, prompt,
                         {"category": category.replace("_", "-"),

@@ -7,15 +7,16 @@ from pathlib import Path
 
 from abtest.errors import Spelled, UserError, pydantic_error_line
 from abtest.core.models import Config
+import yaml
+from abtest.core.records import read_text
+from pydantic import ValidationError
 
 CONFIG_NAME = "abtest.yaml"
 
 
 def read_yaml(path: Path) -> object:
     """Parse YAML with a one-line error that names the file and line."""
-    import yaml
 
-    from abtest.core.records import read_text
 
     text = read_text(path, "a YAML file")
     try:
@@ -67,7 +68,6 @@ def load_config(path: str | os.PathLike | None = None, *, required: bool = False
         data = {}
     if not isinstance(data, dict):
         raise UserError("expected a mapping of settings at the top level", file=str(path))
-    from pydantic import ValidationError
 
     try:
         cfg = Config.model_validate(data)

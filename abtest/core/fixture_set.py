@@ -18,6 +18,7 @@ from typing import Iterable
 from abtest.errors import UserError, pydantic_error_line
 from abtest.core.records import json_object, text_lines
 from abtest.core.models import Case, CaseHash, FixtureManifest
+from pydantic import ValidationError
 
 
 def canonical_json(obj) -> str:
@@ -113,7 +114,6 @@ def _case_lines(path: Path) -> Iterable[tuple[int, str, Case]]:
 
     Each line goes straight to pydantic's JSON parser (faster than json.loads and then
     validating the dict); a line it refuses is re-read the slow way for the one-line error."""
-    from pydantic import ValidationError
 
     seen: dict[str, int] = {}
     for n, line in text_lines(path):
@@ -132,7 +132,6 @@ def _case_lines(path: Path) -> Iterable[tuple[int, str, Case]]:
 
 def _case_from_line(path: Path, n: int, line: str) -> Case:
     """json.loads then validate: the same checks, with errors named by line, case and field."""
-    from pydantic import ValidationError
 
     obj = json_object(path, n, line)
     where = f"line {n}" + (f" (case {obj['id']})" if isinstance(obj.get("id"), str) else "")
@@ -200,7 +199,6 @@ def _verify_totals(cpath: Path, manifest: FixtureManifest, n: int, missing: set[
 def read_manifest(mpath: Path, *, cases: bool = True) -> FixtureManifest:
     """The manifest, validated; cases=False skips its per-case seals (10,000 objects) for
     readers that only want its dates and names."""
-    from pydantic import ValidationError
 
     try:
         data = json.loads(mpath.read_text(encoding="utf-8"))

@@ -6,6 +6,10 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+import yaml
+from pydantic import ValidationError
+from abtest.core.groups import parse_group_by
+from abtest.errors import pydantic_error_line
 
 CATEGORIES = ("factual", "multi_chunk", "out_of_scope", "edge", "temporal")
 AWKWARD_TAGS = ("no_relevant_chunk", "superseded", "contradictory")
@@ -179,7 +183,6 @@ class ChecksSpec(Strict):
 def block_yaml(data: Any, *, width: int) -> str:
     """YAML as one writes it by hand: keys in the given order, unicode as it is, and text of
     several lines as a block (YAML quotes it instead where a block cannot hold it exactly)."""
-    import yaml
 
     class BlockDumper(yaml.SafeDumper):
         pass
@@ -197,12 +200,10 @@ class Variant(Strict):
     naming the field) and is checked as one before a run uses it (`load_variant`)."""
 
     def __init__(self, **data: Any) -> None:
-        from pydantic import ValidationError
 
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            from abtest.errors import pydantic_error_line
 
             raise pydantic_error_line(exc, file=f"Variant({data.get('name')!r})") from None
 
@@ -340,12 +341,10 @@ class Config(Strict):
     file would: one line naming the field."""
 
     def __init__(self, **data: Any) -> None:
-        from pydantic import ValidationError
 
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            from abtest.errors import pydantic_error_line
 
             raise pydantic_error_line(exc, file="Config(...)") from None
 
@@ -422,7 +421,6 @@ class Config(Strict):
     @field_validator("group_by")
     @classmethod
     def _groupable(cls, v: str | None) -> str | None:
-        from abtest.core.groups import parse_group_by
 
         parse_group_by(v)   # a ValueError saying what can be grouped by
         return v

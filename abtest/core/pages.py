@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 from typing import TYPE_CHECKING
+import jinja2
+from abtest.core.fmt import interval, kappa_text, num, signed
+from importlib.resources import files
+from markupsafe import Markup
 
 if TYPE_CHECKING:
     import jinja2
@@ -16,9 +20,7 @@ if TYPE_CHECKING:
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    import jinja2
 
-    from abtest.core.fmt import interval, kappa_text, num, signed
 
     loader = jinja2.ChoiceLoader([jinja2.PackageLoader("abtest.view", "templates"),
                                   jinja2.PackageLoader("abtest.reporting", "templates"),
@@ -36,7 +38,6 @@ def _compiled() -> jinja2.BytecodeCache | None:
     user can write under the temporary directory, each entry checked against its template's
     source. Compiling the report's templates costs as much as rendering a 1,000-case report;
     where no such directory can be had (or written), templates are compiled each time."""
-    import jinja2
 
     class Cache(jinja2.FileSystemBytecodeCache):
         def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
@@ -53,8 +54,6 @@ def _compiled() -> jinja2.BytecodeCache | None:
 
 def asset(package: str, name: str) -> Markup:
     """A CSS or JS file shipped in `package`'s assets/, to inline in a page as it is."""
-    from importlib.resources import files
 
-    from markupsafe import Markup
 
     return Markup((files(package) / "assets" / name).read_text(encoding="utf-8"))

@@ -15,6 +15,7 @@ import sys
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol, Union
+import importlib.util
 
 # a sink for the lines a command prints (the CLI passes its stderr printer)
 Progress = Callable[[str], None]
@@ -85,7 +86,6 @@ class Bars:
 def _tqdm() -> Any:
     """tqdm.auto's bar (a widget) in a notebook that has ipywidgets, else the text bar: tqdm.auto
     without ipywidgets warns "IProgress not found" and falls back to text anyway."""
-    import importlib.util
 
     if "ipykernel" in sys.modules and importlib.util.find_spec("ipywidgets") is not None:
         from tqdm.auto import tqdm

@@ -26,6 +26,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from abtest.errors import UserError
+import duckdb
+import datetime as dt
+import decimal
+import uuid
 
 
 def read_text(path: Path, what: str) -> str:
@@ -311,7 +315,6 @@ def parquet_rows(path: Path, what: str = "a Parquet file", name: str = "file"
                  ) -> Iterator[tuple[str, dict]]:
     """The rows of a Parquet file (a DataFrame saved by pandas or Phoenix), read by DuckDB:
     structs as objects, lists as lists, times as ISO 8601 text (UTC when zoned)."""
-    import duckdb
 
     _read_bytes(path, what, name)   # missing / a directory: the same one-line errors
     con = duckdb.connect()
@@ -331,9 +334,6 @@ def parquet_rows(path: Path, what: str = "a Parquet file", name: str = "file"
 
 def _plain(v: Any) -> Any:
     """A value DuckDB returns, as JSON would hold it."""
-    import datetime as dt
-    import decimal
-    import uuid
 
     if isinstance(v, dict):
         return {k: _plain(x) for k, x in v.items()}

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import hashlib
 from abtest.errors import UserError
+import json
 
 LANGCHAIN_ID_KEYS = ("id", "doc_id", "chunk_id", "document_id")
 
 
 def docstore_of(path: str) -> tuple[dict, bytes] | None:
     """(document, its bytes) when the file is a LlamaIndex `docstore.json`, else None."""
-    import json
 
     if not path.lower().endswith(".json"):
         return None

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from abtest.errors import UserError
+from abtest.core.records import is_csv, read_text
+from abtest.imports.evalsets import is_promptfoo_test, is_ragas_row
 
 # what the refusal lists, in the order tried
 FORMATS_TRIED = (
@@ -103,7 +105,6 @@ def says_absent(reference: str) -> bool:
 def document_rows(path: Path) -> tuple[str, list[tuple[str, dict]]] | None:
     """(format, rows) of a file that is one LlamaIndex dataset document, else None (the
     caller reads it as rows). Rows are the examples, each with its own `where`."""
-    from abtest.core.records import is_csv, read_text
 
     if is_csv(path) or path.suffix.lower() in (".parquet", ".jsonl", ".yaml", ".yml"):
         return None
@@ -136,7 +137,6 @@ def row_format(row: dict) -> str | None:
     "input-expected", "inspect", "abtest" (an id and a question), "ragas" (a question or
     RAGAS columns). Only the keys that say what a row is count: others beside them (ids,
     tags, metrics) never stop a known format being recognised."""
-    from abtest.imports.evalsets import is_promptfoo_test, is_ragas_row
 
     if is_promptfoo_test(row):
         return "promptfoo"

@@ -35,6 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from abtest.errors import UserError
+from abtest.core.config import read_yaml
+from abtest.core.records import read_records
+from abtest.core.records import read_text
 
 RAGAS_QUESTION = ("user_input", "question")
 RAGAS_REFERENCE = ("reference", "ground_truth", "ground_truths")
@@ -318,7 +321,6 @@ def read_promptfoo(path: Path, question_var: str | None = None
     notice for everything not mapped. `file://` references are followed from the config's
     folder. `question_var` names the var that holds the question (else QUESTION_VARS, or the
     one text var)."""
-    from abtest.core.config import read_yaml
 
     path = Path(path)
     if path.suffix.lower() in (".csv", ".tsv"):
@@ -390,7 +392,6 @@ def _resolve(config: Path, ref: str, field: str) -> list[Path]:
 
 
 def _load_ref(config: Path, ref: str, field: str) -> Any:
-    from abtest.core.config import read_yaml
 
     files = _resolve(config, ref, field)
     if len(files) != 1 or files[0].suffix.lower() not in (".yaml", ".yml", ".json"):
@@ -400,8 +401,6 @@ def _load_ref(config: Path, ref: str, field: str) -> Any:
 
 def _tests_from_file(f: Path, label: str) -> list[tuple[str, Any]]:
     """The tests one referenced file holds: CSV rows, or YAML/JSON/JSONL test objects."""
-    from abtest.core.config import read_yaml
-    from abtest.core.records import read_records
 
     suffix = f.suffix.lower()
     if suffix in (".csv", ".tsv"):
@@ -497,7 +496,6 @@ def _context_var(config: Path, value: Any, where: str) -> tuple[list[str] | None
         return None, "not text or a list of text"
     if not value.startswith("file://"):
         return [value], ""
-    from abtest.core.records import read_text
 
     try:
         files = _resolve(config, value, where)

@@ -13,6 +13,18 @@ from typing import Any, Callable, Iterable, NamedTuple, get_args
 
 from abtest.errors import UserError, pydantic_error_line
 from abtest.core.models import Question
+from abtest.imports.repeats import keep_once
+from abtest.core.records import csv_header, is_csv, read_records
+from abtest.imports.datasets import DEEPEVAL_LISTS, document_rows, refuse_unknown, row_format
+from abtest.imports.evalsets import RAGAS_LISTS, csv_row_test, map_tests, read_promptfoo
+from abtest.imports.datasets import (DEEPEVAL_NOT_IMPORTED, INPUT_EXPECTED_NOT_IMPORTED,
+                           INSPECT_NOT_IMPORTED, LLAMAINDEX_NOT_IMPORTED, from_deepeval,
+                           from_input_expected, from_inspect, from_llamaindex, from_phoenix,
+                           says_absent)
+from abtest.imports.evalsets import GOLD_NAMES, RAGAS_NOT_IMPORTED, from_ragas, key_points_of, take_gold
+from abtest.imports.datasets import FORMAT_LABELS
+from abtest.imports.evalsets import RAGAS_CONTEXTS, fill_groups
+from pydantic import ValidationError
 
 
 QUESTION_LISTS = ("key_points", "relevant_chunk_ids", "expected_citations", "must_not_say",
@@ -55,7 +67,6 @@ def question_rows(path: Path, question_var: str | None = None, answer_is: str | 
                   ) -> QuestionRows:
     """The question rows of a file in any format abtest reads (one format per file, by its
     shape: `datasets.row_format`), each with an id, repeats kept once."""
-    from abtest.imports.repeats import keep_once
 
     path = Path(path)
     if answer_is is not None and answer_is not in ANSWER_IS:
@@ -77,9 +88,6 @@ def question_rows(path: Path, question_var: str | None = None, answer_is: str | 
 def _rows_of(path: Path, question_var: str | None) -> tuple[str, Any]:
     """(format, rows) as read: promptfoo's are already questions (with what was not
     mapped), the others raw rows of one format."""
-    from abtest.core.records import csv_header, is_csv, read_records
-    from abtest.imports.datasets import DEEPEVAL_LISTS, document_rows, refuse_unknown, row_format
-    from abtest.imports.evalsets import RAGAS_LISTS, csv_row_test, map_tests, read_promptfoo
 
     if path.suffix.lower() in (".yaml", ".yml"):
         return "promptfoo", read_promptfoo(path, question_var)
@@ -130,11 +138,6 @@ def _map_rows(fmt: str, rows: list[tuple[str, dict]], path: Path, answer_is: str
               ) -> tuple[list[tuple[str, dict]], list[str], dict[str, str]]:
     """Rows of one format as question rows, what was assumed (one line each), and why each
     field left behind is not imported."""
-    from abtest.imports.datasets import (DEEPEVAL_LISTS, DEEPEVAL_NOT_IMPORTED, INPUT_EXPECTED_NOT_IMPORTED,
-                           INSPECT_NOT_IMPORTED, LLAMAINDEX_NOT_IMPORTED, from_deepeval,
-                           from_input_expected, from_inspect, from_llamaindex, from_phoenix,
-                           says_absent)
-    from abtest.imports.evalsets import GOLD_NAMES, RAGAS_NOT_IMPORTED, from_ragas, key_points_of, take_gold
 
     file = str(path)
     said: list[str] = []
@@ -338,8 +341,6 @@ def capture_input_rows(path: Path, question_var: str | None = None
     repeats kept once, each format's contexts under `contexts`; a promptfoo config's
     `vars.context`), or None for a file of abtest's own rows (ids given), which the
     retriever reads as they are."""
-    from abtest.core.records import csv_header, is_csv, read_records
-    from abtest.imports.datasets import document_rows, row_format
 
     path = Path(path)
     promptfoo = path.suffix.lower() in (".yaml", ".yml") or question_var is not None or (
@@ -381,8 +382,6 @@ def load_questions(path: Path, *, contexts_used: bool = False, question_var: str
     (`QuestionList.notes`); fields a fixture has no place for are said, never dropped
     silently. `contexts_used` says this file is also the capture input (`--retriever jsonl:`
     the same file), whose contexts are then imported, not ignored."""
-    from abtest.imports.datasets import FORMAT_LABELS
-    from abtest.imports.evalsets import RAGAS_CONTEXTS, fill_groups
 
     path = Path(path)
     say = warn or (lambda line: print(f"abtest: {line}", file=sys.stderr))
@@ -443,7 +442,6 @@ def group_notices(notices: list[tuple[str, str]], unit: str) -> list[str]:
 
 def validate_question_rows(rows: Iterable[tuple[str, object]], path: Path) -> list[tuple[dict, "Question"]]:
     """Each (where, object) as a Question; one-line errors, duplicate ids refused."""
-    from pydantic import ValidationError
 
     out = []
     seen: set[str] = set()

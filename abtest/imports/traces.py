@@ -23,6 +23,11 @@ from typing import Any, Callable
 
 from abtest.errors import UserError
 from abtest.imports.trace_formats import Doc, Step, TraceRead
+from abtest.imports import trace_formats as tf
+from abtest.core.records import read_json_values
+from abtest.core.models import Case, Chunk
+from datetime import date
+from abtest.core.fixture_set import write_fixture
 
 __all__ = ["Doc", "Step", "TraceRead", "read_traces", "cases_from_traces", "capture_from_traces"]
 
@@ -31,9 +36,7 @@ __all__ = ["Doc", "Step", "TraceRead", "read_traces", "cases_from_traces", "capt
 
 def read_traces(path: Path, fmt: str = "auto") -> TraceRead:
     """Retrieval steps of every trace in the export (format detected unless given)."""
-    from abtest.imports import trace_formats as tf
 
-    from abtest.core.records import read_json_values
 
     path = Path(path)
     records = read_json_values(path, "a trace export file",
@@ -64,7 +67,6 @@ def cases_from_traces(read: TraceRead, *, corpus_version: str, source_name: str
     """(cases, skipped, counts): one case per trace with a usable retrieval, questions kept
     once. `skipped` lists every retrieval step or trace that made no case and why, repeated
     questions included (counted apart in `counts["repeated"]`)."""
-    from abtest.core.models import Case, Chunk
 
     skipped = list(read.skipped)
     by_trace: dict[str, list[Step]] = {}
@@ -188,9 +190,7 @@ def capture_from_traces(path, *, out, fmt: str = "auto", corpus_version: str | N
                         progress: Callable[[str], None] | None = None):
     """Read the export, build the cases, seal them like any capture.
     Returns (fixture, skipped, counts); `skipped` holds repeated questions too."""
-    from datetime import date
 
-    from abtest.core.fixture_set import write_fixture
 
     path, out = Path(path), Path(out)
     if out.exists() and not force:

@@ -16,6 +16,8 @@ from pydantic import BaseModel, Field, field_validator
 from abtest.core.models import Case
 from abtest.judges.common import (JudgeCall, ask_json, context_block, load_prompt,  # noqa: F401
                      neutralise, numbered_schema, to_json)  # context_block, neutralise: API
+from abtest.llm.batch import Deferred
+import math
 
 if TYPE_CHECKING:
     from abtest.llm.gateway import Gateway
@@ -139,7 +141,6 @@ def pairwise(gateway: Gateway, spec: ModelSpec, case: Case, answer_a: str, answe
     """Blind, both orders: run 'AB' shows A first, run 'BA' shows B first; verdicts mapped back."""
     p = load_prompt("pairwise_v1")
     ctx = context_block(case.context)
-    from abtest.llm.batch import Deferred
 
     rows = []
     deferred = None
@@ -342,7 +343,6 @@ class GeneratedQuestions(BaseModel):
 def relevance_by_embedding(gateway: Gateway, spec: ModelSpec, case: Case, answer: str,
                            variant: str, embed_fn) -> dict:
     """Answer relevance: questions generated from the answer vs the real one (mean cosine)."""
-    import math
 
     p = load_prompt("relevance_questions_v1")
     call = ask_json(gateway, spec, p, {"answer": answer}, GeneratedQuestions,

@@ -9,6 +9,10 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from abtest.core.config import LoadedConfig
+from abtest.judges.common import json_schema_format, neutralise, parse_json_model
+from abtest.llm import Gateway
+from abtest.store import Store
+from abtest.errors import IncompleteRunError
 
 PROMPT = """Extract 2 to 5 focused search keywords (single words or short phrases) for finding documents that answer the question. Prefer specific names and terms over generic words.
 
@@ -27,9 +31,6 @@ class Keywords(BaseModel):
 
 def llm_keywords_fn(lc: LoadedConfig):
     """A keywords_fn(question) -> list[str] backed by the judge model through the gateway."""
-    from abtest.judges.common import json_schema_format, neutralise, parse_json_model
-    from abtest.llm import Gateway
-    from abtest.store import Store
 
     store = Store(lc.store_path)
     gw = Gateway(store, concurrency=lc.config.concurrency, timeout_s=lc.config.timeout_s,
@@ -40,7 +41,6 @@ def llm_keywords_fn(lc: LoadedConfig):
         msgs = [{"role": "user", "content": PROMPT.format(question=neutralise(question))}]
         res = gw.complete(spec, msgs, purpose="capture:keywords", response_format=json_schema_format(Keywords))
         if not res.ok:
-            from abtest.errors import IncompleteRunError
 
             raise IncompleteRunError(f"keyword extraction failed: {res.error}")
         kw, err = parse_json_model(res.content, Keywords)

@@ -15,6 +15,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Callable
 
 from abtest.core.models import Case
+from abtest import judges as J
+from abtest.llm import embed
 
 if TYPE_CHECKING:
     from abtest.llm.gateway import Gateway
@@ -43,7 +45,6 @@ def relevance_method(cfg: Config) -> str:
 
 def judge_tasks(gw: Gateway, cfg: Config, inputs: JudgeInputs) -> list[Task]:
     """Independent calls, each returning rows to store; run them in any order or side by side."""
-    from abtest import judges as J
 
     spec = cfg.judge
     js = cfg.judges
@@ -82,7 +83,6 @@ def judge_tasks(gw: Gateway, cfg: Config, inputs: JudgeInputs) -> list[Task]:
     embed_fn: Callable | None = None
     embedding = cfg.embedding
     if "relevance" in js and relevance_method(cfg) == "embedding":
-        from abtest.llm import embed
 
         assert embedding is not None  # the method is "embedding" only when one is configured
 

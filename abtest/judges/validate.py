@@ -15,6 +15,11 @@ from abtest.core.config import LoadedConfig
 from abtest.errors import IncompleteRunError, UserError
 from abtest.core.records import read_records
 from abtest.core.models import Case, Chunk
+from abtest.llm import Gateway, check_credentials
+from abtest.store import Store
+from concurrent.futures import ThreadPoolExecutor
+from abtest import judges as J
+from abtest import stats
 
 if TYPE_CHECKING:
     from abtest.llm.gateway import Gateway
@@ -36,8 +41,6 @@ def _rows(path: Path, required: tuple[str, ...], limit: int | None) -> list[tupl
 
 
 def _gateway(lc: LoadedConfig) -> tuple[Store, Gateway]:
-    from abtest.llm import Gateway, check_credentials
-    from abtest.store import Store
 
     check_credentials(lc.config.judge, where="judge")
     store = Store(lc.store_path)
@@ -47,7 +50,6 @@ def _gateway(lc: LoadedConfig) -> tuple[Store, Gateway]:
 
 
 def _parallel(fn, items, workers: int, progress: Callable[[str], None] | None):
-    from concurrent.futures import ThreadPoolExecutor
 
     out = [None] * len(items)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -61,8 +63,6 @@ def _parallel(fn, items, workers: int, progress: Callable[[str], None] | None):
 
 def check_pairwise(lc: LoadedConfig, data: str | Path, *, limit: int | None = None,
                    progress=None) -> dict:
-    from abtest import judges as J
-    from abtest import stats
 
     path = Path(data)
     rows = _rows(path, ("id", "input", "output_1", "output_2", "label"), limit)
@@ -104,8 +104,6 @@ def check_pairwise(lc: LoadedConfig, data: str | Path, *, limit: int | None = No
 
 def check_faithfulness(lc: LoadedConfig, data: str | Path, *, limit: int | None = None,
                        progress=None) -> dict:
-    from abtest import judges as J
-    from abtest import stats
 
     path = Path(data)
     rows = _rows(path, ("id", "source", "claim_or_summary", "label"), limit)

@@ -34,6 +34,14 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from abtest.llm import Gateway
+from abtest.core.models import ModelSpec
+from abtest.retrieval import get_retriever
+from abtest.retrieval.local import LocalRetriever
+from abtest.prompts.variants import check_context_template, load_variant
+from abtest.core.models import Case, Chunk
+from abtest.prompts.variants import render_context, render_messages
+from abtest.errors import UserError
 
 DEFAULT_CONTEXT_TEMPLATE = "[{{ chunk.id }}] {{ chunk.text }}"
 
@@ -48,11 +56,6 @@ class DemoChatServer:
                  context_template: str = DEFAULT_CONTEXT_TEMPLATE, timeout_s: float = 120,
                  max_retries: int = 2, auth_token: str | None = None, quiet: bool = True,
                  spec=None):
-        from abtest.llm import Gateway
-        from abtest.core.models import ModelSpec
-        from abtest.retrieval import get_retriever
-        from abtest.retrieval.local import LocalRetriever
-        from abtest.prompts.variants import check_context_template, load_variant
 
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the demo server binds to loopback only")
@@ -145,8 +148,6 @@ class DemoChatServer:
 
     # -- the assistant -------------------------------------------------------
     def answer(self, message: str, conversation_id: str | None = None) -> dict[str, Any]:
-        from abtest.core.models import Case, Chunk
-        from abtest.prompts.variants import render_context, render_messages
 
         hits = self.retriever.retrieve(message, self.k)
         case = Case(id=conversation_id or "chat", question=message,
@@ -272,7 +273,6 @@ def main(argv: list[str] | None = None) -> int:
                              max_seconds=args.max_seconds or None, max_requests=args.max_requests,
                              max_tokens=args.max_tokens, auth_token=token, quiet=not args.verbose)
     except Exception as exc:
-        from abtest.errors import UserError
 
         msg = exc.line() if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
         print(f"demo-server: error: {msg}", file=sys.stderr)

@@ -38,6 +38,19 @@ if TYPE_CHECKING:
     from abtest.store import Store
 
 from abtest.core.progress import Progress
+from abtest.core.models import ChecksSpec, Variant
+from abtest.core.models import Case, Chunk
+from abtest.prompts.checks import run_checks
+from abtest.judges.plan import JudgeInputs, judge_tasks
+from abtest.prompts.checks import validate_case_patterns, validate_patterns
+from abtest.capturing import load_questions
+from abtest.llm import check_credentials, preload
+from abtest.running.plan import config_record, git_commit_of, new_run_id
+from abtest.store import Store
+from abtest.llm import Gateway, ModelDriftError
+from abtest.store.state import run_progress
+from abtest.store.runs import resolve_run
+from abtest.core.names import check_id
 
 VARIANTS = ("A", "B")
 
@@ -69,7 +82,6 @@ def _sha256_file(path: Path) -> str:
 
 
 def _stub_variant(name: str, citation_pattern: str | None):
-    from abtest.core.models import ChecksSpec, Variant
 
     checks = ChecksSpec(citation_pattern=citation_pattern) if citation_pattern else ChecksSpec()
     return Variant(name=name, user="{{ question }}", checks=checks)
@@ -86,7 +98,6 @@ def question_record(q) -> dict:
 
 def build_case(q: dict, chunks: list[dict], *, retriever: str, corpus_version: str):
     """A judge-ready Case holding the context the live system actually retrieved."""
-    from abtest.core.models import Case, Chunk
 
     seen: set[str] = set()
     ctx = []
@@ -123,8 +134,6 @@ def judge_question(gw: Gateway, cfg: Config, store: Store, run_id: str, q: dict,
                    items: dict[str, dict], *, citation_pattern: str | None,
                    corpus_version: str) -> list[str]:
     """Checks and judges for one question whose A and B answers both exist."""
-    from abtest.prompts.checks import run_checks
-    from abtest.judges.plan import JudgeInputs, judge_tasks
 
     errors: list[str] = []
     chunks = {v: json.loads(items[v]["retrieved_json"] or "[]") for v in VARIANTS}
@@ -161,11 +170,6 @@ def run_live(lc, golden, a_target: str, b_target: str, *, frozen_run: str | None
     Raises UserError (exit 2) for bad input before anything is written, and
     LiveIncomplete (exit 3) after saving when a target stops answering.
     """
-    from abtest.prompts.checks import validate_case_patterns, validate_patterns
-    from abtest.capturing import load_questions
-    from abtest.llm import check_credentials, preload
-    from abtest.running.plan import config_record, git_commit_of, new_run_id
-    from abtest.store import Store
 
     preload()
     cfg = lc.config
@@ -194,7 +198,6 @@ def run_live(lc, golden, a_target: str, b_target: str, *, frozen_run: str | None
     try:
         frozen = None
         if frozen_run:
-            from abtest.store.runs import resolve_run
 
             frozen_run = resolve_run(store, frozen_run, kind="frozen")
             frozen = store.get_run(frozen_run)
@@ -227,7 +230,6 @@ def run_live(lc, golden, a_target: str, b_target: str, *, frozen_run: str | None
                                     "started; start a new run")
             store.update_run(run_id, status="running")
         else:
-            from abtest.core.names import check_id
 
             run_id = check_id(run_id, field="--run-id") if run_id else new_run_id()
             if store.get_run(run_id) is not None:
@@ -261,7 +263,6 @@ def run_live(lc, golden, a_target: str, b_target: str, *, frozen_run: str | None
 
 def _execute(lc, store: Store, run_id, questions, records, targets, corpus_version,
              citation_pattern, say, resume) -> LiveResult:
-    from abtest.llm import Gateway, ModelDriftError
 
     cfg = lc.config
     t0 = time.monotonic()
@@ -317,7 +318,6 @@ def _execute(lc, store: Store, run_id, questions, records, targets, corpus_versi
                         judge_errors[cid] = errs
                     say(f"judge {cid}: INCOMPLETE ({errs[0][:80]})")
     # complete by the one rule (runstate): every question answered by both and fully judged
-    from abtest.store.state import run_progress
 
     prog = run_progress(store, store.get_run(run_id) or {"run_id": run_id, "kind": "live",
                                                           "status": "running"}, writing=None)

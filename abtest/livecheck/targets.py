@@ -34,6 +34,12 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
 from abtest.errors import ProviderError, UserError
+from abtest.retrieval.base import RetrievedChunk, coerce_chunk
+from abtest.retrieval.base import dig
+from tenacity import (RetryError, Retrying, retry_if_exception, stop_after_attempt)
+from abtest.retrieval.http_api import redact_url
+from abtest.retrieval.base import fill_template
+import importlib
 
 DEFAULT_TEMPLATE: dict[str, Any] = {"message": "{question}", "conversationId": "{conversation_id}"}
 UNREACHABLE = "endpoint unreachable"      # connection, timeout, 429/5xx past the retries
@@ -98,7 +104,6 @@ def _redact(text: str, secret: str | None) -> str:
 
 
 def _coerce_chunks(items: Any, scores: Any, opts: TargetOptions, source: str, where: str) -> list:
-    from abtest.retrieval.base import RetrievedChunk, coerce_chunk
 
     if not isinstance(items, (list, tuple)):
         raise TargetError(f"{where}: no chunk list at {opts.chunks_path!r} (got "
@@ -128,7 +133,6 @@ def _coerce_chunks(items: Any, scores: Any, opts: TargetOptions, source: str, wh
 
 
 def _dig(obj: Any, path: str | None) -> Any:
-    from abtest.retrieval.base import dig
 
     return dig(obj, path) if path else None
 
@@ -153,7 +157,6 @@ class Target(abc.ABC):
 
     def ask(self, index: int, qid: str, question: str, variant: str) -> LiveAnswer:
         """One question, with retries on retryable failures (tenacity)."""
-        from tenacity import (RetryError, Retrying, retry_if_exception, stop_after_attempt)
 
         attempts = 0
         rng = random.Random(f"{qid}/{variant}")
@@ -216,7 +219,6 @@ class HttpTarget(Target):
 
     @property
     def shown(self) -> str:
-        from abtest.retrieval.http_api import redact_url
 
         return redact_url(self.url)
 
@@ -244,7 +246,6 @@ class HttpTarget(Target):
     def _once(self, index: int, qid: str, question: str, variant: str) -> LiveAnswer:
         where = f"{self.shown}: question {qid}"
         secret = self._secret()
-        from abtest.retrieval.base import fill_template
 
         body = fill_template(self.template, {"question": question, "index": index, "id": qid,
                                              "conversation_id": f"eval-{index}", "variant": variant})
@@ -345,7 +346,6 @@ class PythonTarget(Target):
         self._kwargs: set[str] = set()
 
     def check(self) -> None:
-        import importlib
 
         if self.base_dir and self.base_dir not in sys.path:
             sys.path.insert(0, self.base_dir)

@@ -25,6 +25,10 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 from abtest.errors import IncompleteRunError, UserError
 from abtest.core.models import ModelSpec
+from abtest.llm.provider import get_litellm, is_in_process
+from abtest.llm.provider import call_kwargs
+from abtest.llm.provider import describe_for
+from abtest.llm.provider import batch_cost, result_from
 
 if TYPE_CHECKING:
     from abtest.store import Store
@@ -64,7 +68,6 @@ class Request:
 
 def batchable(spec: ModelSpec) -> bool:
     """True when litellm speaks to this model as OpenAI (hosted, or any compatible server)."""
-    from abtest.llm.provider import get_litellm, is_in_process
 
     if is_in_process(spec.model):
         return False
@@ -76,7 +79,6 @@ def batchable(spec: ModelSpec) -> bool:
 
 def request_body(spec: ModelSpec, kw: dict) -> dict:
     """The JSON body a single call would send, for one line of the batch file."""
-    from abtest.llm.provider import get_litellm
 
     model = get_litellm().get_llm_provider(spec.model)[0]
     skip = {"model", "timeout", "api_base", "api_key", "max_retries", "num_retries"}
@@ -120,7 +122,6 @@ class BatchQueue:
 
 
 def _provider_kwargs(spec: ModelSpec) -> dict:
-    from abtest.llm.provider import call_kwargs
 
     kw = call_kwargs(spec, 120)
     kw.pop("model")
@@ -146,7 +147,6 @@ def submit(store: Store, run_id: str, queue: BatchQueue, progress: Callable[[str
            ) -> list[str]:
     """Upload each group's requests and create its batch; every batch id is stored as soon as
     the provider has it (a batch created but not stored would be paid for and never read)."""
-    from abtest.llm.provider import describe_for, get_litellm
 
     litellm = get_litellm()
     ids = []
@@ -179,7 +179,6 @@ def submit(store: Store, run_id: str, queue: BatchQueue, progress: Callable[[str
 def preflight(specs: list[ModelSpec]) -> list[ModelSpec]:
     """Before anything is stored: the models whose calls will be batched, each endpoint asked
     once whether it has a Batch API (a local OpenAI-compatible server often has none)."""
-    from abtest.llm.provider import describe_for, get_litellm
 
     seen, out = set(), []
     for spec in specs:
@@ -233,7 +232,6 @@ def collect(gw: Collector, store: Store, run_id: str, specs: list[ModelSpec], *,
             poll_s: float, progress: Callable[[str], None] | None) -> list[dict]:
     """Collect every finished batch of the run; with wait, poll until none is out. Returns
     the batches still out (only when not waiting)."""
-    from abtest.llm.provider import describe_for, get_litellm
 
     litellm = get_litellm()
     said: dict[str, str] = {}
@@ -266,7 +264,6 @@ def collect(gw: Collector, store: Store, run_id: str, specs: list[ModelSpec], *,
 
 def _collect_one(gw: Collector, store: Store, batch: dict, b, spec: ModelSpec, litellm,
                  kw: dict, progress) -> None:
-    from abtest.llm.provider import batch_cost, result_from
 
     reqs = {r["call_hash"]: r for r in store.batch_requests(batch["batch_id"])}
     calls, failed, answered = [], {}, set()

@@ -17,6 +17,8 @@ import threading
 
 from abtest.errors import IncompleteRunError, UserError
 from abtest.core.models import ModelSpec
+from abtest.llm.provider import unit_prices
+from abtest.llm.provider import count_tokens
 
 
 class BudgetExceeded(IncompleteRunError):
@@ -31,7 +33,6 @@ class Budget:
         self.stopped: str | None = None
 
     def check_prices(self, specs: list[ModelSpec]) -> None:
-        from abtest.llm.provider import unit_prices
 
         for spec in specs:
             if unit_prices(spec) is None:
@@ -41,7 +42,6 @@ class Budget:
 
     def reserve(self, spec: ModelSpec, messages: list[dict], max_tokens: int) -> float:
         """Hold this call's worst case, or raise BudgetExceeded (nothing is sent)."""
-        from abtest.llm.provider import count_tokens, unit_prices
 
         in_p, out_p = unit_prices(spec) or (0.0, 0.0)
         prompt, _ = count_tokens(spec.model, messages)

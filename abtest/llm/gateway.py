@@ -27,6 +27,11 @@ from abtest.llm.provider import (LOCAL_PREFIX, LLMResult, Wire, call_hash, call_
                        response_headers, result_from, retry_after, retryable, shown_base,
                        unreachable_cause, wire_call, wire_slot_installed)
 from abtest.llm.ratelimit import Limits, charge, status_line
+from abtest.llm.batch import Deferred, Request, request_body
+import json
+from abtest.llm.provider import cost_of
+from abtest.llm.embedded import stopped_by
+from abtest.llm.provider import count_tokens
 
 if TYPE_CHECKING:
     from abtest.store import Store
@@ -113,7 +118,6 @@ class Gateway:
         """A call to the embedded model stops at its next token when this gateway stops (it
         runs in this thread, under litellm); any other call ends as its provider answers."""
         if spec.model.startswith(LOCAL_PREFIX):
-            from abtest.llm.embedded import stopped_by
 
             return stopped_by(self._stopping)
         return nullcontext()
@@ -172,7 +176,6 @@ class Gateway:
 
     def _defer(self, spec, messages, h, purpose, case_id, response_format, max_tokens):
         """Queue the call for this pass's batch (its worst case held against the budget)."""
-        from abtest.llm.batch import Deferred, Request, request_body
 
         if not self.batch.has(h):
             kw = self._kwargs(spec, messages, response_format, max_tokens)
@@ -194,7 +197,6 @@ class Gateway:
     pin = _pin   # batch collection pins what a batch answered, as a single call does
 
     def _run_info(self) -> dict:
-        import json
 
         run = self.store.get_run(self.run_id) if self.store is not None and self.run_id else None
         try:
@@ -210,7 +212,6 @@ class Gateway:
     def _remember_rate(self, key: str, memory: dict) -> None:
         """Keep what a model's limiter learned in the run's info, for --resume (a few times
         a run: when headers first say a limit, and at each decrease after a 429)."""
-        import json
 
         store, run_id = self.store, self.run_id
         if store is None or run_id is None:
@@ -267,7 +268,6 @@ class Gateway:
         """One provider attempt, held against the budget first (if any)."""
         if self.budget is None:
             return self._attempt_once(litellm, spec, kw, h, purpose, case_id, attempt_no)
-        from abtest.llm.provider import cost_of
 
         held = self.budget.reserve(spec, kw["messages"], kw["max_tokens"])
         res = None
@@ -290,7 +290,6 @@ class Gateway:
         limiter = self.limits.get(spec)
         counted = None
         if not is_in_process(spec.model):   # the tokenizer's count, when it exceeds chars / 4
-            from abtest.llm.provider import count_tokens
 
             counted = count_tokens(spec.model, kw["messages"])[0]
         # what the provider holds against its tokens limit when the request arrives
@@ -325,7 +324,6 @@ class Gateway:
             if resp is not None:
                 res = result_from(litellm, resp, h, latency)
                 if spec.price is not None:  # the configured price wins over litellm's table
-                    from abtest.llm.provider import cost_of
 
                     res.cost = cost_of(spec, res.prompt_tokens, res.completion_tokens)
                 used = (res.prompt_tokens + res.completion_tokens

@@ -22,6 +22,16 @@ from typing import Any, Callable, Iterator
 
 from abtest.errors import UserError
 from abtest.core.models import ModelSpec
+from abtest.errors import quiet_import_warnings
+from abtest.core.gcpause import gc_paused
+import asyncio
+import httpx
+import socket
+from urllib.parse import urlsplit, urlunsplit
+from abtest.errors import IncompleteRunError
+from abtest.llm import embedded as local_model
+from abtest.llm import embedded
+from abtest.core.background import start
 
 _IMPORT_LOCK = threading.Lock()
 _LITELLM = None
@@ -33,7 +43,6 @@ LOCAL_PREFIX = "local/"
 
 
 def _setup_env() -> None:
-    from abtest.errors import quiet_import_warnings
 
     quiet_import_warnings()
     # Before `import litellm`: no price-map fetch from the internet, no .env loading.
@@ -47,7 +56,6 @@ def preload() -> None:
     global _PRELOAD
     with _IMPORT_LOCK:
         if _LITELLM is None and _PRELOAD is None:
-            from abtest.core.background import start
 
             _PRELOAD = start(_import_and_warm, "litellm-import")
 
@@ -56,7 +64,6 @@ def _import_and_warm() -> None:
     """Import litellm, then let it import what its first call would (~0.3 s of lazy imports)
     before the first real request, so that the first requests are not held up by it."""
     litellm = get_litellm()
-    from abtest.core.gcpause import gc_paused
 
     # a warm-up only (the real call reports any real problem): a mock response, so no network,
     # no provider, nothing cached or logged by abtest
@@ -75,7 +82,6 @@ def get_litellm():
     with _IMPORT_LOCK:
         if _LITELLM is None:
             _setup_env()
-            from abtest.core.gcpause import gc_paused
 
             # litellm allocates hundreds of thousands of long-lived objects at import: the cyclic
             # collector re-scanning them costs ~1.2 s during the import and ~1.3 s again at
@@ -121,7 +127,6 @@ def _thread_event_loop() -> None:
     """
     if getattr(_TLS, "loop", None) is not None:
         return
-    import asyncio
 
     _TLS.loop = _LoopHolder(None)
     if threading.current_thread() is threading.main_thread():
@@ -171,7 +176,6 @@ def _install_client_session(litellm) -> None:
     global _SESSION_OURS
     if litellm.client_session is not None:
         return
-    import httpx
     from litellm.llms.custom_httpx.http_handler import get_ssl_configuration, http2_enabled
 
     class _ReleasingStream(httpx.SyncByteStream):
@@ -245,7 +249,6 @@ def _make_handler(chat_fn: Callable[[dict], dict]):
             return litellm.ModelResponse(**out)
 
         async def acompletion(self, model, messages, *args, **kwargs):
-            import asyncio
 
             return await asyncio.to_thread(self.completion, model, messages, *args, **kwargs)
 
@@ -257,7 +260,6 @@ def register_providers() -> None:
     global _LOCAL_REGISTERED
     entries = []
     if not _LOCAL_REGISTERED:
-        from abtest.llm import embedded as local_model
 
         entries.append({"provider": "local", "custom_handler": _make_handler(local_model.chat)})
         _LOCAL_REGISTERED = True
@@ -323,7 +325,6 @@ def check_credentials(spec: ModelSpec, *, where: str) -> None:
     missing, or the embedded model's weights or runtime are not installed (otherwise every
     case would fail on its own, and the run would end incomplete instead of saying why)."""
     if spec.model.startswith(LOCAL_PREFIX):
-        from abtest.llm import embedded
 
         embedded.preflight(where)
     if spec.api_key_env and not os.environ.get(spec.api_key_env):
@@ -476,7 +477,6 @@ def unreachable_cause(exc: BaseException) -> str | None:
     """When a call failed because nothing answers at its endpoint — the connection refused,
     or the host name does not resolve — one line saying so with the root cause; else None
     (a timeout, a 429, a 5xx or any other error)."""
-    import socket
 
     def said(e: BaseException) -> str:   # its message, keys masked, without its type's name
         return describe(e).split(": ", 1)[-1] or type(e).__name__
@@ -502,7 +502,6 @@ def shown_base(api_base: str | None) -> str:
     """The endpoint as a message names it: a password or query string in it is masked."""
     if not api_base:
         return "its provider's default endpoint"
-    from urllib.parse import urlsplit, urlunsplit
 
     try:
         u = urlsplit(api_base)
@@ -583,7 +582,6 @@ def retry_after(exc: Exception) -> float | None:
 def count_tokens(model: str, messages: list[dict]) -> tuple[int, str]:
     """Prompt tokens for the budget check: the local tokenizer, else litellm's, offline."""
     if model.startswith(LOCAL_PREFIX):
-        from abtest.llm import embedded as local_model
 
         n = local_model.count_tokens(messages)
         if n is not None:
@@ -624,7 +622,6 @@ def call_kwargs(spec: ModelSpec, timeout_s: float) -> dict[str, Any]:
 
 def embed(spec: ModelSpec, texts: list[str], timeout_s: float = 60) -> list[list[float]]:
     """Embeddings through litellm (any provider or a local OpenAI-compatible server)."""
-    from abtest.errors import IncompleteRunError
 
     litellm = get_litellm()
     try:

@@ -12,6 +12,24 @@ import time
 from pathlib import Path
 
 from abtest.project import DEMO_DATA, init_project
+from abtest.core.records import read_jsonl
+from abtest.core.config import load_config
+from abtest.capturing import capture, load_questions
+from abtest.core.records import write_jsonl
+from abtest.llm import preload
+from abtest.reporting import render
+from abtest.reporting.model import Report
+from abtest.reporting.summary import report_and_summary
+from abtest.retrieval import get_retriever
+from abtest.retrieval.index import build_index
+from abtest.running.runner import run
+from abtest.llm import check_credentials
+from abtest.core.fmt import num, pct
+from abtest.livecheck.demo_server import DemoChatServer
+from abtest.errors import IncompleteRunError
+from abtest.livecheck import run_live
+from abtest.reporting.live import render_live
+from abtest.reporting.model import LiveReport
 
 DEMO_CONFIG = """\
 # abtest demo configuration: the embedded SmolLM2-135M model generates AND judges.
@@ -33,7 +51,6 @@ allow_self_judge: true
 
 def pick_questions(n: int) -> list[dict]:
     """Half answerable, half unanswerable, spread over the article (deterministic)."""
-    from abtest.core.records import read_jsonl
 
     rows = [row for _, row in read_jsonl(DEMO_DATA / "questions.jsonl")]
     ans = [r for r in rows if r["answerable"]]
@@ -62,16 +79,6 @@ def pick_questions(n: int) -> list[dict]:
 
 def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str | None = None,
              k: int = 2, live: bool = False, all_judges: bool = False, progress=print) -> int:
-    from abtest.core.config import load_config
-    from abtest.capturing import capture, load_questions
-    from abtest.core.records import write_jsonl
-    from abtest.llm import preload
-    from abtest.reporting import render
-    from abtest.reporting.model import Report
-    from abtest.reporting.summary import report_and_summary
-    from abtest.retrieval import get_retriever
-    from abtest.retrieval.index import build_index
-    from abtest.running.runner import run
 
     t0 = time.monotonic()
     preload()
@@ -95,7 +102,6 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str 
     qpath = data / "questions.jsonl"
     write_jsonl(qpath, pick_questions(n_questions))
     lc = load_config(cfg_path)
-    from abtest.llm import check_credentials
 
     for where, spec in (("generator", lc.config.generator), ("judge", lc.config.judge)):
         check_credentials(spec, where=where)  # before indexing: nothing runs without them
@@ -125,7 +131,6 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str 
         paths.append(out_html)
     except ImportError:
         pass
-    from abtest.core.fmt import num, pct
 
     rep = report.as_dict()
     pw = rep["metrics"].get("pairwise") or {}
@@ -154,12 +159,6 @@ def run_demo(directory: str | os.PathLike, *, n_questions: int = 12, model: str 
 def _live_demo(lc, d: Path, qpath: Path, index_path: Path, frozen_run: str, model: str | None,
                k: int, progress) -> int:
     """Two demo chat servers on loopback (plain, grounded) and a live run beside the frozen one."""
-    from abtest.livecheck.demo_server import DemoChatServer
-    from abtest.errors import IncompleteRunError
-    from abtest.livecheck import run_live
-    from abtest.reporting.live import render_live
-    from abtest.reporting.model import LiveReport
-    from abtest.reporting.summary import report_and_summary
 
     gen = lc.config.generator
     progress("live: starting two demo chat servers on 127.0.0.1 (plain, grounded)")

@@ -19,6 +19,15 @@ from importlib import metadata
 from pathlib import Path
 
 from abtest.errors import UserError
+from abtest.llm.provider import LOCAL_PREFIX
+from abtest.llm import embedded
+from abtest.llm import check_credentials, provider_keys_missing
+from abtest.llm import Gateway
+from abtest.store.migrations import MIGRATIONS
+import duckdb
+from abtest.store.writer import connect
+from abtest.core.config import load_config
+from abtest.llm.ratelimit import describe_limits
 
 CORE = ("click", "duckdb", "litellm", "scipy", "statsmodels", "numpy", "pydantic", "tabulate",
         "pyyaml", "jinja2", "tenacity", "starlette", "uvicorn")
@@ -41,7 +50,6 @@ def _version(dist: str) -> str | None:
 
 def run_checks(config_path: str | os.PathLike | None = None, *, call: bool = False,
                load_embedded: bool = True) -> list[Check]:
-    from abtest.llm.provider import LOCAL_PREFIX
 
     out: list[Check] = []
 
@@ -59,7 +67,6 @@ def run_checks(config_path: str | os.PathLike | None = None, *, call: bool = Fal
 
     lc = None
     try:
-        from abtest.core.config import load_config
 
         lc = load_config(config_path)
         where = str(lc.path) if lc.path else "no abtest.yaml here: defaults"
@@ -79,7 +86,6 @@ def run_checks(config_path: str | os.PathLike | None = None, *, call: bool = Fal
     for role, spec in specs:
         check = _model(role, spec, call, lc)
         if role in ("generator", "judge"):   # the calls a run paces (abtest.llm.ratelimit)
-            from abtest.llm.ratelimit import describe_limits
 
             assert lc is not None  # every spec here comes from the config
             check.detail += f"; limits: {describe_limits(spec, lc.config.concurrency)}"
@@ -92,7 +98,6 @@ def run_checks(config_path: str | os.PathLike | None = None, *, call: bool = Fal
 
 
 def _embedded(needed: bool, load: bool) -> Check:
-    from abtest.llm import embedded
 
     bad = "FAIL" if needed else "warn"
     versions = ", ".join(f"{d} {_version(d) or 'missing'}" for d in EMBEDDED)
@@ -118,8 +123,6 @@ def _embedded(needed: bool, load: bool) -> Check:
 
 
 def _model(role: str, spec, call: bool, lc) -> Check:
-    from abtest.llm import check_credentials, provider_keys_missing
-    from abtest.llm.provider import LOCAL_PREFIX
 
     name = f"{role} model"
     label = spec.model + (f" at {spec.api_base}" if spec.api_base else "")
@@ -138,7 +141,6 @@ def _model(role: str, spec, call: bool, lc) -> Check:
         return Check(name, "ok", f"{label}: {key}; not called (--call sends one tiny request)")
     if role in ("embedding", "reranker"):
         return Check(name, "ok", f"{label}: not called (--call checks chat models)")
-    from abtest.llm import Gateway
 
     gw = Gateway(None, concurrency=1, timeout_s=min(60.0, lc.config.timeout_s), max_retries=0)
     t0 = time.monotonic()
@@ -151,7 +153,6 @@ def _model(role: str, spec, call: bool, lc) -> Check:
 
 
 def _store(path: Path) -> Check:
-    from abtest.store.migrations import MIGRATIONS
 
     if not path.exists():
         parent = next((p for p in [path.parent, *path.parent.parents] if p.exists()), None)
@@ -159,9 +160,7 @@ def _store(path: Path) -> Check:
         return Check("store", "ok" if ok else "FAIL",
                      f"{path}: not created yet (the first run creates it)"
                      + ("" if ok else f"; {parent} is not writable"))
-    import duckdb
 
-    from abtest.store.writer import connect
 
     try:
         con = connect(path, True)

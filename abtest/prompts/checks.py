@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field
 
 from abtest.errors import UserError
 from abtest.core.models import Case, Variant
+from abtest.stats import mcnemar  # noqa: PLC0415 — optional, lazily imported
 
 __all__ = [
     "CHECK_NAMES",
@@ -687,7 +688,6 @@ def paired_check_stats(table: Mapping[str, CheckSummary], method: str = "midp") 
     Imports `abtest.stats` lazily so this module has no hard dependency on it. Checks
     with no applicable pairs are skipped. Holm adjustment is left to the caller.
     """
-    from abtest.stats import mcnemar  # noqa: PLC0415 — optional, lazily imported
 
     return {name: mcnemar(s.n10, s.n01, method=method)
             for name, s in table.items() if s.n > 0}

@@ -12,10 +12,10 @@ from abtest.core.config import LoadedConfig
 from abtest.errors import UserError
 from abtest.core.fixture_set import load_fixture
 from abtest.prompts.variants import load_variant, messages_text, render_context, render_messages, unified_diff
+from abtest.core.names import file_stem
 
 
 def snapshot_path(variant_path: Path, case_id: str) -> Path:
-    from abtest.core.names import file_stem
 
     return variant_path.parent / "__snapshots__" / f"{variant_path.stem}.{file_stem(case_id)}.txt"
 

@@ -16,6 +16,11 @@ from pathlib import Path
 
 from abtest.errors import UserError, pydantic_error_line
 from abtest.core.models import Case, Variant
+import jinja2
+from jinja2 import meta
+from pydantic import ValidationError
+from abtest.core.config import read_yaml
+from abtest.prompts.checks import validate_patterns
 
 TEMPLATE_VARS = {"question", "context", "chunks", "case"}
 CONTEXT_VARS = {"chunk", "index", "case"}
@@ -34,7 +39,6 @@ class LoadedVariant:
 
 @lru_cache(maxsize=None)
 def jinja_env():
-    import jinja2
 
     return jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                               autoescape=False)
@@ -48,8 +52,6 @@ def _template(src: str):
 
 
 def _check_template(src: str, allowed: set[str], *, file: str, field: str) -> set[str]:
-    import jinja2
-    from jinja2 import meta
 
     env = jinja_env()
     try:
@@ -74,9 +76,7 @@ def load_variant(path: str | os.PathLike | Variant) -> LoadedVariant:
     """A variant file (or an in-memory `Variant`) checked as a run checks it. An in-memory
     variant's sha256 is that of its YAML (`Variant.to_yaml()`): the file that text makes has
     the same sha256, so the two are one prompt version."""
-    from pydantic import ValidationError
 
-    from abtest.core.config import read_yaml
 
     if isinstance(path, Variant):
         label = f"Variant({path.name!r})"
@@ -109,7 +109,6 @@ def check_variant(variant: Variant, *, file: str) -> None:
                         "variant answers without it on purpose", file=file, field="user")
     if variant.context_template is not None:
         check_context_template(variant.context_template, file=file, field="context_template")
-    from abtest.prompts.checks import validate_patterns
 
     try:
         validate_patterns(variant)
@@ -119,7 +118,6 @@ def check_variant(variant: Variant, *, file: str) -> None:
 
 def render_context(case: Case, template: str, separator: str = "\n\n") -> str:
     """The one context block both variants receive."""
-    import jinja2
 
     tpl = _template(template)
     parts = []
@@ -132,7 +130,6 @@ def render_context(case: Case, template: str, separator: str = "\n\n") -> str:
 
 
 def render_messages(lv: LoadedVariant, case: Case, context_block: str) -> list[dict]:
-    import jinja2
 
     values = {"question": case.question, "context": context_block,
               "chunks": [c.model_dump() for c in case.context], "case": case.model_dump()}

@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Any
 from abtest.core.gcpause import gc_paused
 from abtest.reporting.build import SCHEMA_VERSION, build_report  # noqa: F401
 from abtest.reporting.model import json_shape, set_renderer
+from abtest.reporting.markdown import render_markdown
+from abtest.reporting.html import render_html
+from abtest.reporting.github import render_github
 
 if TYPE_CHECKING:
     from abtest.reporting.model import Report
@@ -40,15 +43,12 @@ def _render(report: Report, fmt: str) -> str:
     if fmt == "json":
         return to_json(json_shape(report)) + "\n"
     if fmt == "md":
-        from abtest.reporting.markdown import render_markdown
 
         return render_markdown(report)
     if fmt == "html":
-        from abtest.reporting.html import render_html
 
         return render_html(report)
     if fmt == "github":
-        from abtest.reporting.github import render_github
 
         return render_github(report)
     raise ValueError(f"unknown report format {fmt!r}")

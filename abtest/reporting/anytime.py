@@ -8,13 +8,13 @@ from typing import Sequence
 
 from abtest.stats.looks import Look
 from abtest.reporting.metrics import apply_holm
+import copy
 
 
 def anytime_metrics(metrics: dict, lk: Look, alpha: float, family: Sequence[str]) -> dict:
     """A copy of the fixed-N metrics whose intervals, p-values and conditions are the
     look's anytime-valid ones, so the one claim (reporting.claim) reads them; the fixed-N
     figures on the same cases stay in the report beside them."""
-    import copy
 
     out = copy.deepcopy(metrics)
     s = lk.sequences

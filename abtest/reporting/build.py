@@ -21,6 +21,24 @@ from abtest.store.state import run_progress
 from abtest.reporting.claim import licensed_claim  # noqa: F401  (API)
 from abtest.reporting.metrics import SCORE_JUDGES, compute_metrics, holm_family  # noqa: F401
 from abtest.reporting.metrics import plain as _plain
+from abtest.reporting.model import validate_report
+from abtest.core.models import Config
+from abtest.core.groups import case_groups, group_summary
+from abtest.capturing.golden import draft_summary
+from abtest.reporting.gate import evaluate_gate
+import warnings
+from abtest.store.state import fixture_cases
+from pathlib import Path
+from abtest.core.fixture_set import read_manifest
+from abtest.stats.looks import replay_run
+from abtest.store.sequential_record import plan_for_run
+from abtest import stats
+from abtest.prompts.checks import paired_check_table
+from abtest.reporting import incidents
+from abtest.prompts.variants import messages_text, unified_diff
+from abtest.store.runs import resume_hint
+from abtest.review.ppi import ppi_headlines
+from abtest.reporting.anytime import anytime_metrics
 
 if TYPE_CHECKING:
     from abtest.store import Store
@@ -53,7 +71,6 @@ def build_report(store: Store, run_id: str, config: Any = None) -> Report:
 
     The collector is paused: a 10,000-case report allocates a million acyclic objects and
     full collections over them were ~30 % of the time."""
-    from abtest.reporting.model import validate_report
 
     with gc_paused():
         return validate_report(_build_report(store, run_id, config))
@@ -70,7 +87,6 @@ _NONE: dict = {}  # read-only stand-in for an absent map or row: never written t
 
 
 def _build_report(store, run_id: str, config=None) -> dict:
-    from abtest.core.models import Config
 
     run = load_run(store, run_id)
     cfg = config or Config.model_validate(json.loads(run["config_json"]))
@@ -117,7 +133,6 @@ def _build_report(store, run_id: str, config=None) -> dict:
     outcomes: dict[str, str] = {}
     stat_warnings: list[str] = []
     # which cases are one group (repeats, `group`, `group_by`): the unit of inference
-    from abtest.core.groups import case_groups, group_summary
 
     groups = case_groups(list(cases.values()), cfg.group_by, file=run.get("fixture_path")) \
         if cases else None
@@ -172,7 +187,6 @@ def _build_report(store, run_id: str, config=None) -> dict:
                                                           cfg, judges, report)
     incomplete_reason = None
     if status != "complete":
-        from abtest.store.runs import resume_hint
 
         done = prog.counts
         if status == "running":   # never told to resume: a second writer
@@ -190,16 +204,13 @@ def _build_report(store, run_id: str, config=None) -> dict:
                                  f"is estimated until it is complete (`{hint}`)")
     report["judge_noise"] = _judge_noise(judg, cfg) if status == "complete" else None
     if status == "complete" and store.human_labels(run_id):
-        from abtest.review.ppi import ppi_headlines
 
         report["ppi"] = _plain(ppi_headlines(store, run_id, alpha))
-    from abtest.capturing.golden import draft_summary
 
     report["golden"] = draft_summary(list(cases.values())) if cases else None
     report["prompt_diff"] = _prompt_diff(store.prompt_pair(run_id))
     if seq_look is not None and status == "complete":
         # the claim of a sequential run rests on its last look's anytime-valid intervals
-        from abtest.reporting.anytime import anytime_metrics
 
         report["claim"] = licensed_claim(
             {**report, "metrics": anytime_metrics(metrics, seq_look, alpha, holm_family(judges))},
@@ -211,7 +222,6 @@ def _build_report(store, run_id: str, config=None) -> dict:
     report["per_case"] = _per_case(all_ids, finished, cases, gen_by, jv, outcomes, chk_by,
                                    errors_by_case, cfg.gates.incident_faithfulness)
     report["flipped"] = [r["case_id"] for r in report["per_case"] if r.get("flipped")]
-    from abtest.reporting.gate import evaluate_gate
 
     report["gate"] = evaluate_gate(report, cfg.gates)
     return report
@@ -224,7 +234,6 @@ def _caught_warnings():
     the report, never stderr noise; each distinct message once. The block computes nothing
     but statistics, so every warning it raises is one (scipy attributes its warnings to the
     caller, so their file does not say where they came from); deprecations pass on."""
-    import warnings
 
     out: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
@@ -281,15 +290,12 @@ def _judge_noise(judg: list[dict], cfg) -> dict | None:
 
 def _fixture_cases(run: dict) -> dict[str, dict]:
     """The run's cases for display (questions, contexts, answerable); {} when unreadable."""
-    from abtest.store.state import fixture_cases
 
     return fixture_cases(run)
 
 
 def _fixture_schedule(run: dict) -> dict:
-    from pathlib import Path
 
-    from abtest.core.fixture_set import read_manifest
 
     p = Path(run["fixture_path"] or "") / "manifest.json"
     if not p.exists():
@@ -341,8 +347,6 @@ def _sequential_block(run: dict, cases: dict, finished: list[str], judg: list, g
     """A sequential run's looks (recomputed from its judgments: sequential.replay_run), why
     it stopped, what it used of the fixture and what stopping saved, and the last look (for
     the claim)."""
-    from abtest.stats.looks import replay_run
-    from abtest.store.sequential_record import plan_for_run
 
     plan = plan_for_run(run, cases)
     if plan is None:
@@ -405,8 +409,6 @@ def checks_table(chk_by: dict, finished: set[str], alpha: float) -> dict:
     """Per deterministic check: each variant's pass rate over the answers it applies to (a
     check only one variant defines is shown too), and McNemar on the pairs where it applies
     to both."""
-    from abtest import stats
-    from abtest.prompts.checks import paired_check_table
 
     res_a: dict[str, list] = {}
     res_b: dict[str, list] = {}
@@ -435,7 +437,6 @@ INCIDENT_CHUNK_CHARS = 400  # enough of a chunk to check a statement against, no
 
 
 def _incidents(finished, jv, claims, gen_by, cases, cfg) -> list[dict]:
-    from abtest.reporting import incidents
 
     score_of = {v: {cid: j.get("score") for cid, j in jv.get(("faithfulness", v), _NONE).items()}
                 for v in ("A", "B")}
@@ -457,7 +458,6 @@ def _incidents(finished, jv, claims, gen_by, cases, cfg) -> list[dict]:
 def _taxonomy(report, finished, jv, chk, cases, threshold: float = 0.85):
     """Classify low cases (variant B) and turn FAILs and incidents into a backlog (an
     unsupported-claim case is one of B's incidents: the same threshold)."""
-    from abtest.reporting import incidents
 
     kinds: dict[str, list[str]] = defaultdict(list)
     faith_b = jv.get(("faithfulness", "B"), _NONE)
@@ -507,7 +507,6 @@ def _taxonomy(report, finished, jv, chk, cases, threshold: float = 0.85):
 
 def _prompt_diff(pair: tuple[str, str, str] | None) -> dict | None:
     """Which parts of the rendered prompt differ between A and B, for one case."""
-    from abtest.prompts.variants import messages_text, unified_diff
 
     if pair is None:
         return None

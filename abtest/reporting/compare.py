@@ -14,6 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from abtest.errors import UserError
 from abtest.core.fmt import num, p_value
+from abtest.reporting import build_report
+from tabulate import tabulate
+from abtest.reporting.summary import build_any
+from abtest.store.runs import check_fixture_unchanged, load_run
+from abtest.core.fixture_set import sha256_bytes
 
 if TYPE_CHECKING:
     from abtest.store import Store
@@ -34,7 +39,6 @@ def fixture_filter(store: Store, fixture: str | None) -> list[dict]:
         return runs
     p = Path(fixture)
     if (p / "cases.jsonl").is_file():
-        from abtest.core.fixture_set import sha256_bytes
 
         sha = sha256_bytes((p / "cases.jsonl").read_bytes())
         resolved = str(p.resolve())
@@ -52,12 +56,10 @@ def fixture_filter(store: Store, fixture: str | None) -> list[dict]:
 
 
 def _headline(store: Store, run: dict) -> dict:
-    from abtest.reporting import build_report
 
     out: dict[str, Any] = {"status": run["status"], "report_error": None, "gate": None,
                            "pairwise": None, "faithfulness": None, "fixture_changed": False}
     try:
-        from abtest.store.runs import check_fixture_unchanged
 
         check_fixture_unchanged(run)
     except UserError:
@@ -115,7 +117,6 @@ def _short(sha: str | None, n: int = 8) -> str:
 
 
 def history_table(rows: list[dict]) -> str:
-    from tabulate import tabulate
 
     table = []
     for r in rows:
@@ -154,8 +155,6 @@ def compare_runs(store: Store, run1: str, run2: str, reports: tuple[dict, dict] 
     Two frozen runs (or two live runs) must share their fixture (golden file). A frozen run
     and a live run are compared over the case ids both have: the live run retrieved its own
     contexts, so this lines up two different measurements, never one claim."""
-    from abtest.reporting.summary import build_any
-    from abtest.store.runs import check_fixture_unchanged, load_run
 
     r1, r2 = load_run(store, run1), load_run(store, run2)
     mixed = r1["kind"] != r2["kind"]
@@ -217,7 +216,6 @@ def compare_runs(store: Store, run1: str, run2: str, reports: tuple[dict, dict] 
 
 
 def compare_table(cmp: dict, *, changed_only: bool = False) -> str:
-    from tabulate import tabulate
 
     def f(x):
         return num(x, 2, missing="—")

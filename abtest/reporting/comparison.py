@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import Any
+from abtest.reporting.compare import compare_table
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,6 @@ class Comparison:
 
     def to_text(self, *, changed_only: bool = False) -> str:
         """`abtest compare RUN1 RUN2` (the text table), character for character."""
-        from abtest.reporting.compare import compare_table
 
         return compare_table(self._data, changed_only=changed_only) + "\n"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abtest.core.fmt import clip, interval, num, pct
 from abtest.reporting import notes
+from abtest.reporting.pages import environment
 
 MAIN_METRICS = ("pairwise", "faithfulness", "coverage", "quality", "relevance", "conformance")
 METRIC_HEADERS = ["metric", "N", "A", "B", "B − A", "CI", "test", "p", "Holm p"]
@@ -104,7 +105,6 @@ def glance(r: dict) -> dict:
 def glance_html(r: dict) -> str:
     """The glance in HTML (a notebook's `_repr_html_`), rendered and escaped by the one
     Jinja environment."""
-    from abtest.reporting.pages import environment
 
     return environment().get_template("glance.html").render(g=glance(r))
 

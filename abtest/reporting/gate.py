@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from abtest.core.fmt import num, signed
 from abtest.core.models import Gates
+from abtest.reporting.metrics import metric_at
+from abtest.reporting import incidents as _incidents
 
 
 PRECISION = 3  # the report prints rates with 3 decimals; a bar is compared at that precision
@@ -32,7 +34,6 @@ def _rule(name, value, threshold, op, *, note=None) -> dict:
 def regressions(report: dict) -> list[str]:
     """Each metric of the report's Holm family that is significantly worse for B than for A
     (after Holm), by its direction: a rise in refusals of answerable questions is worse."""
-    from abtest.reporting.metrics import metric_at
 
     out = []
     for key in (report.get("holm") or {}).get("family") or []:
@@ -49,7 +50,6 @@ def regressions(report: dict) -> list[str]:
 def _regression_rule(report: dict) -> dict:
     """FAIL when B is significantly worse than A on any metric of the Holm family; not
     applicable until the family is tested (an incomplete run estimates nothing)."""
-    from abtest.reporting.metrics import metric_at
 
     m = report.get("metrics") or {}
     tested = [k for k in (report.get("holm") or {}).get("family") or []
@@ -119,7 +119,6 @@ def evaluate_gate(report: dict, gates: Gates) -> dict:
             if r["value"] is None and r["status"] == "fail":
                 r.update(status="not_applicable",
                          note="not measured yet: the run is incomplete, nothing is estimated")
-    from abtest.reporting import incidents as _incidents
 
     incidents = _incidents.of(report, "B")
     reasons = [f"{r['name']}: {r['value']:.{PRECISION}f} vs threshold {r['threshold']}"

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from abtest.reporting.model import json_shape
 from abtest.reporting.pages import environment
+from abtest.core.gcpause import gc_paused
+from abtest.reporting.model import LiveReport
 
 if TYPE_CHECKING:
     from abtest.reporting.model import LiveReport, Report
@@ -38,8 +40,6 @@ def render_live_html(report: LiveReport) -> str:
 def render_within(template: str, report: Report | LiveReport, **context: Any) -> str:
     """The report's page (report.html, or live.html for a live report) through `template`,
     which extends it as `page` (the view's report_back.html adds a way back to the view)."""
-    from abtest.core.gcpause import gc_paused
-    from abtest.reporting.model import LiveReport
 
     page = "live.html" if isinstance(report, LiveReport) else "report.html"
     with gc_paused():

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from abtest.core.config import LoadedConfig
 from abtest.errors import UserError
+from abtest.reporting import build_report
+from abtest.running.runner import run
+from abtest.store import Store
+from abtest.reporting.summary import keep_summary
 
 
 def run_models(lc: LoadedConfig, fixture, variant, models: list[str], *, progress=None) -> dict:
-    from abtest.reporting import build_report
-    from abtest.running.runner import run
-    from abtest.store import Store
 
     models = [m.strip() for m in models if m.strip()]
     if len(models) < 2 or len(set(models)) != len(models):
         raise UserError("--models needs at least two distinct litellm model names", field="--models")
-    from abtest.reporting.summary import keep_summary
 
     runs = []
     for m in models[1:]:

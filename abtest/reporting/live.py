@@ -30,6 +30,18 @@ from abtest.reporting import notes
 from abtest.reporting.markdown import cell
 from abtest.reporting.metrics import compute_metrics, continuous, metric_at, plain
 from abtest.reporting.model import json_shape
+from abtest.reporting.metrics import context_precision_recall
+from abtest.reporting.metrics import percentile
+from abtest.reporting.build import checks_table
+from abtest.reporting import incidents
+from abtest.reporting.model import validate_live_report
+from abtest.reporting.gate import evaluate_gate
+from abtest.core.models import Config
+from abtest.store.state import run_progress
+from abtest.store.runs import check_fixture_unchanged
+from abtest.reporting.build import build_report
+from abtest.reporting.markdown import judge_validation_md
+from abtest.reporting.html import render_live_html
 
 if TYPE_CHECKING:
     from abtest.store import Store
@@ -42,7 +54,6 @@ COMPARED = ("pairwise", "faithfulness", "coverage", "abstention_answerable",
 
 
 def _retrieval(finished, questions, chunk_ids, alpha) -> dict:
-    from abtest.reporting.metrics import context_precision_recall
 
     prec: dict[str, dict[str, float | None]] = {v: {} for v in VARIANTS}
     rec: dict[str, dict[str, float | None]] = {v: {} for v in VARIANTS}
@@ -78,7 +89,6 @@ def _retrieval(finished, questions, chunk_ids, alpha) -> dict:
 
 
 def _latency(finished, items) -> dict:
-    from abtest.reporting.metrics import percentile
 
     out: dict[str, Any] = {}
     kinds = set()
@@ -99,7 +109,6 @@ def _latency(finished, items) -> dict:
 
 def _checks(finished, checks, alpha) -> dict:
     """The frozen report's checks table over this run's stored check rows."""
-    from abtest.reporting.build import checks_table
 
     chk_by: dict[tuple[str, str], dict] = defaultdict(dict)
     for c in checks:
@@ -108,7 +117,6 @@ def _checks(finished, checks, alpha) -> dict:
 
 
 def _incidents(finished, jby, claims, answers, questions, chunk_ids, cfg) -> list[dict]:
-    from abtest.reporting import incidents
 
     score_of = {v: {cid: (jby.get((cid, "faithfulness", v)) or {}).get("score")
                     for cid in finished} for v in VARIANTS}
@@ -267,14 +275,11 @@ def live_claim(report: dict, cfg, frozen: dict | None) -> dict:
 def build_live_report(store: Store, run_id: str, config: Any = None) -> LiveReport:
     """Every number of the live report from the store; nothing is estimated. Checked against
     `model.LiveReport` as the frozen report is against `Report`."""
-    from abtest.reporting.model import validate_live_report
 
     return validate_live_report(_build_live_report(store, run_id, config))
 
 
 def _build_live_report(store: Store, run_id: str, config: Any = None) -> dict:
-    from abtest.reporting.gate import evaluate_gate
-    from abtest.core.models import Config
 
     run = load_run(store, run_id)
     if run["kind"] != "live":
@@ -296,7 +301,6 @@ def _build_live_report(store: Store, run_id: str, config: Any = None) -> dict:
         if j["error"]:
             errors[j["case_id"]].append(f"{j['judge']}[{j['subject']}]: {j['error']}")
     # the run's state and its finished questions: the one rule every surface reads (runstate)
-    from abtest.store.state import run_progress
 
     prog = run_progress(store, run, cases=questions)
     done = set(prog.finished)
@@ -400,8 +404,6 @@ def _build_live_report(store: Store, run_id: str, config: Any = None) -> dict:
 
 
 def _frozen_report(store, run_id: str) -> tuple[dict | None, str | None]:
-    from abtest.store.runs import check_fixture_unchanged
-    from abtest.reporting.build import build_report
 
     try:
         run = load_run(store, run_id)
@@ -412,7 +414,6 @@ def _frozen_report(store, run_id: str) -> tuple[dict | None, str | None]:
 
 
 def _per_case(order, finished, questions, items, chunk_ids, jby, outcomes, checks, errors):
-    from abtest.reporting.metrics import context_precision_recall
 
     fails = defaultdict(list)
     for c in checks:
@@ -518,7 +519,6 @@ def render_live_markdown(report: LiveReport) -> str:
     if r.get("estimates_withheld"):
         add(f"_{notes.markdown(notes.live_withheld(r))}_")
         add("")
-    from abtest.reporting.markdown import judge_validation_md
 
     add("## Judge validation (human labels, per judge)")
     add("")
@@ -563,7 +563,6 @@ def render_live(report: LiveReport, fmt: str) -> str:
     if fmt == "md":
         return render_live_markdown(report)
     if fmt == "html":
-        from abtest.reporting.html import render_live_html
 
         return render_live_html(report)
     raise ValueError(f"unknown report format {fmt!r}")

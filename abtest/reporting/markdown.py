@@ -9,6 +9,7 @@ from abtest.reporting.metrics import SCORE_JUDGES
 from abtest.reporting import notes
 from abtest.reporting.display import metric_rows
 from abtest.reporting.model import json_shape
+from tabulate import tabulate
 
 if TYPE_CHECKING:
     from abtest.reporting.model import Report
@@ -63,7 +64,6 @@ def _text_table(rows: list[list], headers: list[str]) -> str:
 
 def judge_validation_md(val: dict) -> str:
     """The per-judge validation table (frozen and live reports)."""
-    from tabulate import tabulate
 
     claim = set(val.get("claim_judges") or [])
     rows = []
@@ -82,7 +82,6 @@ def judge_validation_md(val: dict) -> str:
 
 
 def render_markdown(report: Report) -> str:
-    from tabulate import tabulate
 
     r = json_shape(report)
     L: list[str] = []

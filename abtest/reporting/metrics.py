@@ -26,6 +26,14 @@ from typing import Any, Callable, Mapping
 from abtest.core.fmt import pct
 from abtest.core.groups import MIN_GROUPS
 from abtest.stats.sizing import holm_family
+from abtest import stats
+import statistics
+from scipy.stats import norm
+import numpy as np
+import warnings
+from statsmodels.discrete.discrete_model import Logit
+from scipy import stats as st
+from scipy.special import expit
 
 # judges that give each answer a 0–1 score: summarised, compared and shown per case alike
 SCORE_JUDGES = ("faithfulness", "coverage", "quality", "relevance", "conformance")
@@ -92,7 +100,6 @@ def continuous(metric: str, a_by: Mapping[str, float | None], b_by: Mapping[str,
     R-compatible Wilcoxon (secondary) and Pratt (sensitivity), on the per-group means with
     groups. Pairs dropped are listed per variant with their reasons (`reason(case_id,
     "A"|"B")`, default "no score")."""
-    from abtest import stats
 
     reason = reason or (lambda _cid, _v: "no score")
     a_only, b_only, both = [], [], []
@@ -170,7 +177,6 @@ def continuous(metric: str, a_by: Mapping[str, float | None], b_by: Mapping[str,
 
 
 def _test_name(pr) -> str:
-    from abtest import stats
 
     if pr.method == stats.PAIRED_T:
         return "paired_t"
@@ -185,12 +191,8 @@ def _mde(pr, a: list[float], b: list[float], labels, alpha: float, family_size: 
     For the t (CR2) the noncentral-t answer; for the betting interval, its own half-width
     at α/m on these data plus z₀.₈ standard errors (the betting interval is wider than the
     t's, so the t's MDE would overstate what the run can see)."""
-    import math
-    import statistics
 
-    from scipy.stats import norm
 
-    from abtest import stats
 
     if not pr.sd_d or pr.n < 2:
         return None
@@ -237,7 +239,6 @@ def drop_bound(a_by: Mapping[str, float | None], b_by: Mapping[str, float | None
     answer without a claim is the correct abstention, so those pairs stay out, as do
     pairs where neither side has a score (both behaved alike). The test is `stats.paired`'s,
     as for faithfulness; with groups below MIN_GROUPS the bound cannot hold."""
-    from abtest import stats
 
     a: list[float] = []
     b: list[float] = []
@@ -292,7 +293,6 @@ def noninferiority_continuous(a_by, b_by, ids: list[str], margin: float, alpha: 
     losses on a share m of the cases, and until that many cases show none, nothing shows the
     loss is not there. With groups the count is Kish's n²/Σn_g² (a group of repeats fails
     together) and the bound is on the group means."""
-    from abtest import stats
 
     both = [c for c in ids if a_by.get(c) is not None and b_by.get(c) is not None]
     min_n = stats.min_n_noninferiority(margin, alpha)
@@ -340,7 +340,6 @@ def binary(name: str, a_by: Mapping[str, bool | None], b_by: Mapping[str, bool |
     (unanswerable) B may fall short of A by less than the margin (lower limit > −margin).
     Both limits are the one-sided betting ones: Tango's limit at the margin erred 6–7 %
     when A rarely refuses (docs/CLAIM_STATISTICS.md §12)."""
-    from abtest import stats
 
     used = [(cid, a_by[cid], b_by[cid]) for cid in ids if a_by.get(cid) is not None
             and b_by.get(cid) is not None]
@@ -426,7 +425,6 @@ def pairwise(ids: list[str], ab: list, ba: list, len_a: list[int], len_b: list[i
     and length diagnostics. With groups the test is the sign test on per-group sums (one
     vote per decisive group: exact at any number of groups) and the win-rate interval is
     the CR2 one; the diagnostics describe the judge, case by case, and stay as they are."""
-    from abtest import stats
 
     pc = stats.pairwise_outcomes(ab, ba)
     outcomes = dict(zip(ids, pc.outcomes))
@@ -466,7 +464,6 @@ def pairwise(ids: list[str], ab: list, ba: list, len_a: list[int], len_b: list[i
 
 
 def _pairwise_grouped(m: dict, outcomes, labels: list, alpha: float) -> None:
-    from abtest import stats
 
     w = [1 if o == "B" else -1 if o == "A" else 0 for o in outcomes]
     cs = stats.clustered_sign_test(w, labels, conf_level=1 - alpha)
@@ -505,7 +502,6 @@ def length_bias(outcomes, len_a: list[int], len_b: list[int], alpha: float) -> d
     when B is longer (or shorter) in nearly every decisive pair, length and variant are
     the same thing and no model can separate them — then `separable` is False and the
     preference is reported with that caveat, never as a clean win."""
-    import numpy as np
 
     dec = [(o, la, lb) for o, la, lb in zip(outcomes, len_a, len_b) if o in ("A", "B")]
     n = len(dec)
@@ -537,12 +533,10 @@ def length_bias(outcomes, len_a: list[int], len_b: list[int], alpha: float) -> d
         fit = _logit(x, y)
         if fit is not None:
             b0, se0, b1, p1 = fit
-            from scipy import stats as st
 
             z = float(st.norm.ppf(1 - alpha / 2))
 
             def sig(v: float) -> float:   # the logistic function, without overflow
-                from scipy.special import expit
 
                 return float(expit(v))
 
@@ -569,10 +563,7 @@ def length_bias(outcomes, len_a: list[int], len_b: list[int], alpha: float) -> d
 
 def _logit(x, y):
     """(b0, se(b0), b1, p(b1)) of a two-parameter logistic fit, or None when it cannot fit."""
-    import warnings
 
-    import numpy as np
-    from statsmodels.discrete.discrete_model import Logit
 
     if len(set(y.tolist())) < 2:
         return None
@@ -611,7 +602,6 @@ def compute_metrics(finished: list[str], jv: JudgeMap, answerable: Mapping[str, 
     the Holm family. `groups` maps case id → group key (abtest.core.groups.case_groups); a case
     it does not name is a group of its own, and None or all singletons give exactly the
     iid results."""
-    from abtest import stats
 
     alpha = cfg.alpha
     family = holm_family(judges)
@@ -706,7 +696,6 @@ def metric_at(metrics: dict, key: str) -> dict | None:
 
 def apply_holm(metrics: dict, family: list[str], alpha: float) -> dict:
     """Holm over the pre-declared family; a member without a p-value enters as p = 1."""
-    from abtest import stats
 
     ps = []
     for key in family:
@@ -750,6 +739,5 @@ def percentile(values: list[float], q: float) -> float | None:
     """Linear-interpolation percentile (numpy's default), None for no values."""
     if not values:
         return None
-    import numpy as np
 
     return float(np.percentile(np.asarray(values, dtype=float), q))

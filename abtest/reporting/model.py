@@ -19,6 +19,15 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar
 
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo,
                       ValidatorFunctionWrapHandler, model_validator)
+from abtest.store.frames import cases_frame
+from abtest.store.frames import metrics_frame
+from abtest.store.frames import incidents_frame
+from abtest.errors import UserError
+from abtest.store import Store
+from abtest.store.frames import need_pandas
+from abtest.reporting.display import short_repr
+from abtest.reporting.display import glance_markdown
+from abtest.reporting.display import glance_html
 
 if TYPE_CHECKING:
     import pandas
@@ -712,28 +721,22 @@ class Report(_Whole):
     def cases_frame(self, *, store: str | os.PathLike | None = None) -> pandas.DataFrame:
         """One row per case (ids, question, both answers, every judge's verdict and score,
         incidents, finished), from the store by DuckDB. Needs pandas (`abtest[pandas]`)."""
-        from abtest.store.frames import cases_frame
 
         return self._frame(cases_frame, store)
 
     def metrics_frame(self, *, store: str | os.PathLike | None = None) -> pandas.DataFrame:
         """One row per metric: A, B, difference, CI, p, Holm p, N, groups."""
-        from abtest.store.frames import metrics_frame
 
         return self._frame(metrics_frame, store)
 
     def incidents_frame(self, *, store: str | os.PathLike | None = None) -> pandas.DataFrame:
         """One row per hallucination incident: case, variant, faithfulness, answer, the
         statements the context does not support."""
-        from abtest.store.frames import incidents_frame
 
         return self._frame(incidents_frame, store)
 
     def _frame(self, build: Callable[..., pandas.DataFrame],
                store: str | os.PathLike | None) -> pandas.DataFrame:
-        from abtest.errors import UserError
-        from abtest.store import Store
-        from abtest.store.frames import need_pandas
 
         need_pandas(f"Report.{build.__name__}()")
         path = store if store is not None else self._store_path
@@ -760,17 +763,14 @@ class Report(_Whole):
 
     # a notebook shows a glance (under 2 KB), not the tens of kilobytes of every field
     def __repr__(self) -> str:
-        from abtest.reporting.display import short_repr
 
         return short_repr(json_shape(self))
 
     def _repr_markdown_(self) -> str:
-        from abtest.reporting.display import glance_markdown
 
         return glance_markdown(json_shape(self))
 
     def _repr_html_(self) -> str:
-        from abtest.reporting.display import glance_html
 
         return glance_html(json_shape(self))
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 from typing import TYPE_CHECKING
+from abtest.core.pages import environment as base
+from abtest.reporting import figures, notes
 
 if TYPE_CHECKING:
     import jinja2
@@ -12,8 +14,6 @@ if TYPE_CHECKING:
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    from abtest.core.pages import environment as base
-    from abtest.reporting import figures, notes
 
     env = base()
     env.globals.update(figures=figures, notes=notes)

@@ -24,6 +24,20 @@ from pydantic import BaseModel, Field
 
 from abtest.errors import IncompleteRunError, UserError
 from abtest.core.fmt import num
+from jinja2 import meta
+from abtest.prompts.variants import jinja_env
+from abtest.core.models import block_yaml
+from abtest.prompts.variants import load_variant
+from abtest.judges.common import json_schema_format, parse_json_model
+from string import Template
+from abtest.core.config import read_yaml
+from abtest.judges.common import load_prompt, neutralise
+from abtest.llm import check_credentials
+from abtest.reporting import build_report
+from abtest.store.runs import check_fixture_unchanged, load_run, run_config
+from abtest.prompts.variants import unified_diff
+from abtest.core.names import file_stem
+from abtest.llm import Gateway
 
 if TYPE_CHECKING:
     from abtest.llm.gateway import Gateway
@@ -165,9 +179,7 @@ def results_text(report: dict, side: str, threshold: float) -> str:
 
 
 def _template_vars(src: str) -> set[str]:
-    from jinja2 import meta
 
-    from abtest.prompts.variants import jinja_env
 
     try:
         return set(meta.find_undeclared_variables(jinja_env().parse(src)))
@@ -176,7 +188,6 @@ def _template_vars(src: str) -> set[str]:
 
 
 def _dump_yaml(data: dict) -> str:
-    from abtest.core.models import block_yaml
 
     return block_yaml(data, width=4096)
 
@@ -217,7 +228,6 @@ def _candidate(base_data: dict, new_name: str, s: Suggestion, run_id: str, side:
 
 def _check_candidate(text: str, path_dir: Path, required_vars: set[str]) -> str | None:
     """None when the candidate variant file is valid, else the problem in one line."""
-    from abtest.prompts.variants import load_variant
 
     fd, tmp = tempfile.mkstemp(prefix=".suggest-", suffix=".yaml", dir=path_dir)
     try:
@@ -238,7 +248,6 @@ def _check_candidate(text: str, path_dir: Path, required_vars: set[str]) -> str 
 
 def _ask(gateway: Gateway, spec: ModelSpec, messages: list[dict], *, purpose: str, run_id: str,
          max_tokens: int) -> tuple[str | None, Suggestion | None, str | None]:
-    from abtest.judges.common import json_schema_format, parse_json_model
 
     res = gateway.complete(spec, messages, purpose=purpose, case_id=run_id,
                            response_format=json_schema_format(Suggestion), max_tokens=max_tokens)
@@ -253,14 +262,7 @@ def suggest_edits(lc, store: Store, run_id: str, *, variant: str = "B",
                   gateway: Gateway | None = None,
                   progress: Callable[[str], None] | None = None) -> SuggestResult:
     """Ask for surgical edits to one variant of a run; write `<name>-suggested.yaml`."""
-    from string import Template
 
-    from abtest.core.config import read_yaml
-    from abtest.judges.common import load_prompt, neutralise
-    from abtest.llm import check_credentials
-    from abtest.reporting import build_report
-    from abtest.store.runs import check_fixture_unchanged, load_run, run_config
-    from abtest.prompts.variants import load_variant, unified_diff
 
     run = load_run(store, run_id)
     side = _side(run, variant)
@@ -270,7 +272,6 @@ def suggest_edits(lc, store: Store, run_id: str, *, variant: str = "B",
         raise UserError(f"changed since run {run_id} (sha256 {run[f'variant_{side.lower()}_sha256'][:12]}… "
                         f"→ {base.sha256[:12]}…); the report describes the old prompt, so run again "
                         "before asking for suggestions", file=str(base_path))
-    from abtest.core.names import file_stem
 
     new_name = f"{base.name}-suggested"
     target = Path(out) if out else base_path.parent / f"{file_stem(new_name)}.yaml"
@@ -285,7 +286,6 @@ def suggest_edits(lc, store: Store, run_id: str, *, variant: str = "B",
     spec = lc.config.judge
     check_credentials(spec, where="judge")
     if gateway is None:
-        from abtest.llm import Gateway
 
         gateway = Gateway(store, concurrency=1, timeout_s=lc.config.timeout_s,
                           max_retries=lc.config.max_retries, backoff_base_s=lc.config.retry_backoff_s)

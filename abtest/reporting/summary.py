@@ -10,6 +10,13 @@ from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING, Any, Callable
+from abtest.version import __version__
+from abtest.reporting.model import json_shape
+from abtest.reporting.build import build_report
+from abtest.store.runs import load_run
+from abtest.errors import UserError
+from abtest.store import Store
+from abtest.reporting.live import build_live_report
 
 if TYPE_CHECKING:
     from abtest.store import Store
@@ -21,7 +28,6 @@ SUMMARY_VERSION = 3   # 2: every reason, the pairwise counts and faithfulness B 
 
 def state_of(run: dict, labels_state: tuple | None) -> str:
     """What a summary depends on besides the stored rows a finished run never changes."""
-    from abtest.version import __version__
 
     return "|".join(str(x) for x in (__version__, SUMMARY_VERSION, run["status"],
                                       run.get("finished_at"), labels_state or (0, 0, "0")))
@@ -31,7 +37,6 @@ def summarize(report: Report | LiveReport) -> dict[str, Any]:
     """The claim line (licensed sentence, or the first reason it is withheld, and all of
     them), the gate, and who won: the pairwise counts and faithfulness B − A with its CI
     (None when not measured, as for any incomplete run)."""
-    from abtest.reporting.model import json_shape
 
     return summarize_json(json_shape(report))
 
@@ -65,10 +70,8 @@ def summarize_json(rep: dict) -> dict[str, Any]:
 def build_any(store: Store, run: dict) -> Report | LiveReport:
     """The run's report, frozen or live, by the code `abtest report` uses."""
     if run["kind"] == "live":
-        from abtest.reporting.live import build_live_report
 
         return build_live_report(store, run["run_id"])
-    from abtest.reporting.build import build_report
 
     return build_report(store, run["run_id"])
 
@@ -76,7 +79,6 @@ def build_any(store: Store, run: dict) -> Report | LiveReport:
 def refresh_summary(store: Store, run_id: str) -> dict[str, Any] | None:
     """Build and store a finished run's summary (the store must be open read-write); a running
     run has none (its progress is counted, not summarised)."""
-    from abtest.store.runs import load_run
 
     run = load_run(store, run_id)
     if run["status"] == "running":
@@ -94,9 +96,6 @@ def report_and_summary(store_path: Any, run_id: str) -> Report | LiveReport:
     """Build a finished run's report and keep its summary, in one pass over the store (the
     end of `abtest run`, `abtest live` and the demo). When another process holds the store the
     summary is skipped (the view builds it when asked); the report is built read-only."""
-    from abtest.errors import UserError
-    from abtest.store.runs import load_run
-    from abtest.store import Store
 
     try:
         store = Store(store_path, create=False)
@@ -116,7 +115,6 @@ def keep_summary(store_path: str | os.PathLike, run_id: str,
                  warn: Callable[[str], None] | None = None) -> None:
     """Store a finished run's summary for `abtest view` (one report build). A failure here
     never fails the run: the view builds the summary when asked."""
-    from abtest.errors import UserError
 
     try:
         report_and_summary(store_path, run_id)

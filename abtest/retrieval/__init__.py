@@ -20,6 +20,10 @@ from typing import Any, Callable
 
 from abtest.errors import UserError
 from abtest.retrieval.base import Retrieved, RetrievedChunk, Retriever
+from abtest.retrieval.captured import JsonlRetriever
+from abtest.retrieval.http_api import HttpRetriever
+from abtest.retrieval.local import LocalRetriever
+from abtest.retrieval.pycall import PythonRetriever
 
 __all__ = ["get_retriever", "Retriever", "Retrieved", "RetrievedChunk"]
 
@@ -41,16 +45,16 @@ def get_retriever(spec: str, *, base_dir: str | os.PathLike = ".", **options: An
     kind = kind.lower()
     cls: type[Retriever]
     if kind == "local":
-        from abtest.retrieval.local import LocalRetriever as cls
+        cls = LocalRetriever
         args: tuple = (spec, rest)
     elif kind == "jsonl":
-        from abtest.retrieval.captured import JsonlRetriever as cls
+        cls = JsonlRetriever
         args = (spec, rest)
     elif kind == "python":
-        from abtest.retrieval.pycall import PythonRetriever as cls
+        cls = PythonRetriever
         args = (spec, rest)
     elif kind in ("http", "https"):
-        from abtest.retrieval.http_api import HttpRetriever as cls
+        cls = HttpRetriever
         args = (spec,)
     else:
         raise UserError(f"unknown retriever kind {kind!r} (use local:PATH, jsonl:PATH, "

@@ -24,6 +24,8 @@ from typing import Any, Hashable, Sequence
 
 from abtest.errors import UserError
 from abtest.retrieval.base import Retrieved, Retriever, coerce_chunk, finalize
+from abtest.core.records import read_records
+from abtest.imports.questions import capture_input_rows
 
 _QUESTION_KEYS = ("question", "user_input")
 _CONTEXT_KEYS = ("context", "contexts", "retrieved_contexts")
@@ -53,9 +55,7 @@ class JsonlRetriever(Retriever):
     def _load(self) -> None:
         if self._rows is not None:
             return
-        from abtest.core.records import read_records
 
-        from abtest.imports.questions import capture_input_rows
 
         # an eval dataset (a promptfoo config too): its rows as its questions
         given = capture_input_rows(Path(self.path), self.question_var)

@@ -9,6 +9,9 @@ from typing import Any, Iterator, NamedTuple
 from abtest.errors import UserError
 from abtest.retrieval.bm25 import IndexStore
 from abtest.retrieval.query import parse, positive_terms, word_spans
+from abtest.core.records import read_records
+from abtest.imports.corpora import corpus_format, docstore_of, docstore_rows
+from abtest.imports.corpora import as_corpus_row
 
 _CORPUS_KEYS = ("id", "text", "title", "metadata")
 
@@ -24,8 +27,6 @@ def _library_rows(path: str, digest: "hashlib._Hash", said: dict[str, Any]
                   ) -> Iterator[tuple[str, dict[str, Any]]]:
     """(where, row) of a corpus in abtest's shape or a library's (`corpora`), as abtest
     rows; `said` gets the format and the fields left behind."""
-    from abtest.core.records import read_records
-    from abtest.imports.corpora import corpus_format, docstore_of, docstore_rows
 
     fmt = None
     left: dict[str, int] = {}
@@ -46,7 +47,6 @@ def _library_rows(path: str, digest: "hashlib._Hash", said: dict[str, Any]
 
 
 def _mapped(fmt: str, row: dict, path: str, where: str, left: dict[str, int]) -> dict:
-    from abtest.imports.corpora import as_corpus_row, corpus_format
 
     if fmt != "llamaindex-docstore" and corpus_format(row) != fmt:
         raise UserError(f"this row is in another shape than the file's first ({fmt}): one "

@@ -9,6 +9,7 @@ from abtest.errors import UserError
 from abtest.retrieval.bm25 import IndexStore
 from abtest.retrieval.base import Retrieved, RetrievedChunk, Retriever, finalize
 from abtest.retrieval.query import or_query, parse, stem, tokenize, words
+import numpy as np
 
 KEYWORDS_VERSION = "stopwords-v1"
 
@@ -92,7 +93,6 @@ class LocalRetriever(Retriever):
     # -- vector search, fusion, rerank -------------------------------------
     def _vectors(self):
         """All chunk embeddings, computed once per retriever (L2-normalised)."""
-        import numpy as np
 
         if self._chunk_vectors is None:
             ids, texts = self.store.all_texts()
@@ -113,7 +113,6 @@ class LocalRetriever(Retriever):
         return out
 
     def _vector_hits(self, questions, depth: int) -> dict[Hashable, list[RetrievedChunk]]:
-        import numpy as np
 
         ids, texts, m = self._vectors()
         q = np.asarray(self._embed([text for _, text in questions]), dtype=np.float32)

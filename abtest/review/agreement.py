@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 from abtest.core.fmt import kappa_text, num, pct
 from abtest.store.runs import load_run, run_config
 from abtest.review.ppi import ppi_headlines
+from abtest.stats import cohen_kappa
+from abtest import stats
 
 if TYPE_CHECKING:
     from abtest.store import Store
@@ -20,7 +22,6 @@ VALIDATED_JUDGES = ("pairwise", "faithfulness", "coverage", "abstention")
 
 
 def _kappa_block(judge: Sequence, human: Sequence, conf_level: float) -> dict:
-    from abtest.stats import cohen_kappa
 
     n = len(judge)
     conf: dict[str, dict[str, int]] = {}
@@ -204,7 +205,6 @@ def judge_validation(pairs_by_judge: dict[str, list[tuple[Any, Any]]], cfg) -> d
     Validated when there are at least review.min_labels labels and the lower (1 − alpha)
     limit of kappa is at least review.min_kappa: the point estimate alone lets a judge
     pass on luck in a small sample."""
-    from abtest import stats
 
     lvl = 1 - cfg.alpha
     rv = cfg.review

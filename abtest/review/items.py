@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 
 
 from abtest.errors import UserError
+from abtest.stats import Verdict, pairwise_outcome
+import duckdb
 
 if TYPE_CHECKING:
     from abtest.store import Store
@@ -73,7 +75,6 @@ def pairwise_stratum(ab: str | None, ba: str | None) -> str:
 
 
 def outcome(ab: str | None, ba: str | None) -> str:
-    from abtest.stats import Verdict, pairwise_outcome
 
     # stored verdicts are text; pairwise_outcome refuses anything but A, B, tie or None
     return pairwise_outcome(cast(Verdict, ab), cast(Verdict, ba))
@@ -127,7 +128,6 @@ def stratified(pools: dict[str, list], total: int, seed_key: str) -> list:
 
 def write_rows(store: Store, fn: Callable[[list[dict[str, Any]]], None],
                rows: list[dict[str, Any]]) -> None:
-    import duckdb
 
     try:
         fn(rows)

@@ -39,14 +39,15 @@ from abtest.errors import UserError
 from abtest.core.records import write_jsonl
 from abtest.store.runs import load_run, pairwise_verdicts, verified_cases
 from abtest.review.items import (ABSTENTION_TASK, CLAIM_TASK, COVERAGE_TASK, DOWNLOAD_FORMAT, ITEM_LETTER, LABELS, PACK_FILES, PAIRWISE_TASK, claim_label, item_number, item_sha, outcome, pairwise_stratum, run_tag, seeded_prefix, stratified, write_rows)
+from markupsafe import Markup
+from abtest.core.pages import environment
+from abtest.core.progress import step
 
 
 def review_page(pack: dict) -> str:
     """The review page (assets/review_page.html) with its CSS, JS and the pack inlined: one
     self-contained file."""
-    from markupsafe import Markup
 
-    from abtest.core.pages import environment
 
     page = environment().get_template("review_page.html").render(pack_json=Markup(_script_json(pack)))
     return page + "\n"   # Jinja drops the template's final newline
@@ -303,7 +304,6 @@ def export_pack(store, run_id: str, out_dir, n: int = 40, seed: int = 0,
 def _stage(progress: Any, done: int, what: str) -> None:
     """Two stages (items drawn and recorded, files written): a bar for the Python API, the
     "[i/2]" line for a callable."""
-    from abtest.core.progress import step
 
     step(progress, "review export", done, 2, f"[{done}/2] {what}")
 

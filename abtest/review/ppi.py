@@ -18,6 +18,7 @@ import numpy as np
 
 from abtest.review.items import CLAIM_LABELS, SCORE, claim_label, outcome, pairwise_stratum
 from abtest.store.runs import finished_cases, load_run, pairwise_verdicts, run_config
+from scipy import stats as st
 
 if TYPE_CHECKING:
     from abtest.store import Store
@@ -30,7 +31,6 @@ class PPIResult(NamedTuple):
 
 
 def _z(alpha: float) -> float:
-    from scipy import stats as st
 
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")

@@ -13,6 +13,8 @@ from abtest.errors import (DriftError, IncompleteRunError, Spelled,
 from abtest.running.execute import (RunResult, done_before, errored_cases, execute,
                                      mark_incomplete, pinned_and_spent)
 from abtest.running.plan import RunPlan
+from abtest.llm import Gateway, ModelDriftError
+from abtest.llm.batch import BatchPending, collect
 
 if TYPE_CHECKING:
     from abtest.store import Store
@@ -22,8 +24,6 @@ def batch_passes(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *, ski
                   wait: bool, progress: Progress | None, resume: bool, **kw) -> RunResult:
     """Collect what is out, run a pass, submit what it deferred; again until a pass defers
     nothing. Every step is in the store, so a process may stop anywhere between."""
-    from abtest.llm import Gateway, ModelDriftError
-    from abtest.llm.batch import BatchPending, collect
 
     specs = [plan.gen_a, plan.gen_b, plan.judge]
     first = True

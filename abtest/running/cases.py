@@ -15,6 +15,11 @@ from abtest.core.models import Case
 from abtest.prompts.variants import (LoadedVariant, messages_sha256)
 
 from abtest.running.plan import RunPlan, conformance_rubric
+from abtest.judges.plan import JudgeInputs, judge_tasks
+from abtest import judges as J
+from abtest.prompts.checks import run_checks
+import random
+from abtest.llm.batch import Deferred
 
 if TYPE_CHECKING:
     from abtest.llm.gateway import Gateway
@@ -44,7 +49,6 @@ class CaseOutcome:
 def _judge_case(gw: Gateway, lc: LoadedConfig, store: Store, run_id: str, case: Case,
                 answers: dict[str, str], out: CaseOutcome, fan) -> None:
     """The judge plan of one case (judges.plan), its calls side by side."""
-    from abtest.judges.plan import JudgeInputs, judge_tasks
 
     for results in fan(judge_tasks(gw, lc.config, JudgeInputs.frozen(case, answers))):
         for row, claims in results:
@@ -57,7 +61,6 @@ def _judge_case(gw: Gateway, lc: LoadedConfig, store: Store, run_id: str, case: 
 def _conformance(gw: Gateway, lc: LoadedConfig, store: Store, run_id: str, case: Case,
                  answers: dict[str, str], variants: dict[str, LoadedVariant],
                  out: CaseOutcome) -> None:
-    from abtest import judges as J
 
     cr = conformance_rubric(variants["A"].variant, variants["B"].variant)
     if cr is None:
@@ -81,7 +84,6 @@ def _fanout(pool):
 
 def process_case(gw: Gateway, lc: LoadedConfig, store: Store, run_id: str, plan: RunPlan,
                  case: Case, inner=None) -> CaseOutcome:
-    from abtest.prompts.checks import run_checks
 
     fan = _fanout(inner)
     out = CaseOutcome(case.id)
@@ -124,9 +126,7 @@ def process_case(gw: Gateway, lc: LoadedConfig, store: Store, run_id: str, plan:
 def judge_repeats(gw: Gateway, lc: LoadedConfig, store: Store, run_id: str, plan: RunPlan,
                    unfinished: set[str], progress: Progress | None) -> None:
     """Re-ask the pairwise judge on a seeded sample K times (sample index in the cache key)."""
-    import random
 
-    from abtest import judges as J
 
     cfg = lc.config
     answers: dict[str, dict[str, str]] = {}
@@ -139,7 +139,6 @@ def judge_repeats(gw: Gateway, lc: LoadedConfig, store: Store, run_id: str, plan
     by_id = plan.fixture.by_id(picked)
     if progress and picked:
         progress(f"judge noise: re-asking the pairwise judge {cfg.judge_repeats}x on {len(picked)} cases")
-    from abtest.llm.batch import Deferred
 
     for cid in picked:
         for s in range(1, cfg.judge_repeats + 1):

@@ -20,6 +20,14 @@ from abtest.core.progress import Progress, step
 from abtest.running.cases import CaseOutcome, judge_repeats, process_case, spent_so_far
 from abtest.running.plan import RunPlan
 from abtest.running.shards import in_shard
+from abtest.llm import ProviderUnreachable
+from abtest.llm import Budget, BudgetExceeded, Gateway, ModelDriftError
+from abtest.llm.batch import BatchQueue, Deferred
+from abtest.llm.ratelimit import STATUS_EVERY_S, in_flight_bound
+from abtest.store.state import run_progress
+from abtest.store.runs import resume_hint
+from abtest.llm.batch import submit
+from abtest.llm.batch import BatchPending
 
 if TYPE_CHECKING:
     from abtest.store import Store
@@ -28,7 +36,6 @@ if TYPE_CHECKING:
 def provider_stopped() -> type:
     """`ProviderUnreachable` (what the gateway saw) that is also an `abtest.ProviderError`,
     its way on spelled per surface (a command to paste; a call in Python)."""
-    from abtest.llm import ProviderUnreachable
 
     class ProviderStopped(ProviderUnreachable, ProviderError):
         def __init__(self, model: str, api_base: str | None, reason: str, go_on: Spelled):
@@ -117,8 +124,6 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
     `done_before` (finished earlier: a resumed run never sends their calls again, not even to
     the cache); `finalize` records the run's end state (a sequential look leaves it
     running)."""
-    from abtest.llm import Budget, BudgetExceeded, Gateway, ModelDriftError
-    from abtest.llm.batch import BatchQueue, Deferred
 
     cfg = lc.config
     pinned, spent = pinned_and_spent(store, run_id)
@@ -156,7 +161,6 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
     # cases and the tasks inside a case run side by side; the gateway bounds the provider calls
     # in flight (per model), so the pipeline never drains at the tail. Cases are submitted
     # through a small window, so memory does not grow with the fixture.
-    from abtest.llm.ratelimit import STATUS_EVERY_S, in_flight_bound
 
     slots = in_flight_bound([plan.gen_a, plan.gen_b, plan.judge], cfg.concurrency)
     workers = max(1, min(2 * slots, n_todo))
@@ -227,7 +231,6 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
                          "the provider serves one version (pin a dated model name)")
     if dead is not None:   # one line: the model, its endpoint, the error (never a key)
         mark_incomplete(store, run_id)
-        from abtest.store.runs import resume_hint
 
         hint = resume_hint(store.get_run(run_id) or {"run_id": run_id})
         raise provider_stopped()(dead.model, dead.api_base, dead.reason, Spelled(
@@ -240,7 +243,6 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
     batch_ids: list[str] = []
     queue = gw.batch
     if queue is not None and len(queue):
-        from abtest.llm.batch import submit
 
         try:
             batch_ids = submit(store, run_id, queue, progress)
@@ -258,7 +260,6 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
                                   f"{' --batch' if batch else ''}",
                                   resume_call(run_id, max_cost_usd=Ellipsis, **more))})
     if batch_ids:
-        from abtest.llm.batch import BatchPending
 
         assert queue is not None  # batch ids come only from submitting the queue
         mark_incomplete(store, run_id)
@@ -266,7 +267,6 @@ def execute(lc: LoadedConfig, store: Store, plan: RunPlan, run_id: str, *,
                            f"({', '.join(batch_ids)}; {len(queue)} request(s)); `abtest run "
                            f"--run-id {run_id} --resume --batch` collects them and goes on")
     # complete by the one rule (runstate): every case of this run (its shard's) finished
-    from abtest.store.state import run_progress
 
     prog = run_progress(store, store.get_run(run_id) or {"run_id": run_id, "status": "running"},
                         writing=None)
@@ -296,7 +296,6 @@ def done_before(store: Store, plan: RunPlan, rid: str, shard: tuple[int, int] | 
     """The cases a resumed run finished earlier (the one rule, runstate), which it does not
     touch again, and where its progress counts from; says "resuming RUN: 11 of 40 finished,
     29 to go" once."""
-    from abtest.store.state import run_progress
 
     prog = run_progress(store, store.get_run(rid) or {"run_id": rid, "status": "running"},
                         writing=None)

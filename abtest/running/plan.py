@@ -18,6 +18,14 @@ from abtest.errors import (UserError)
 from abtest.core.fixture_set import Fixture, load_fixture
 from abtest.core.models import Case, ModelSpec, Variant
 from abtest.prompts.variants import (LoadedVariant, load_variant, render_context, render_messages)
+from abtest.llm import check_credentials
+from abtest.prompts.variants import check_context_template
+from abtest.llm import estimate_cost, provider_keys_missing
+from abtest.llm.provider import cost_of
+from abtest.stats.sizing import minimum_n, minimum_n_text
+from abtest.llm import LOCAL_PREFIX
+from abtest.llm import count_tokens
+from abtest.llm.embedded import N_CTX
 
 if TYPE_CHECKING:
     pass
@@ -112,7 +120,6 @@ def plan_run(lc: LoadedConfig, fixture_path, a_path, b_path, *, count_tokens: bo
     """Load and verify inputs; detect a pipeline change before spending anything.
     With `needs` (a dry run), what a model would still need to answer (weights, a key) is
     listed there instead of stopping: a plan makes no model call."""
-    from abtest.llm import check_credentials
 
     cfg = lc.config
     if isinstance(fixture_path, Fixture):   # loaded already (the Python API): verified then
@@ -123,7 +130,6 @@ def plan_run(lc: LoadedConfig, fixture_path, a_path, b_path, *, count_tokens: bo
     if not len(fx):
         raise UserError("fixture has no cases", file=str(fx.path))
     a, b = (v if isinstance(v, LoadedVariant) else load_variant(v) for v in (a_path, b_path))
-    from abtest.prompts.variants import check_context_template
 
     check_context_template(cfg.context_template, file=str(lc.path or "abtest.yaml"))
     gen_a, gen_b = _spec_for(lc, a, models[0]), _spec_for(lc, b, models[1])
@@ -177,19 +183,16 @@ class _InputFit:
     budget (that is llm.budget.Budget)."""
 
     def __init__(self, plan: RunPlan, cfg):
-        from abtest.llm import LOCAL_PREFIX
 
         self.plan = plan
         budget = cfg.max_input_tokens
         if plan.gen_a.model.startswith(LOCAL_PREFIX) or plan.gen_b.model.startswith(LOCAL_PREFIX):
-            from abtest.llm.embedded import N_CTX
 
             budget = min(budget, N_CTX)
         self.budget = budget
         self.method = ""
 
     def add(self, cid: str, ma: list[dict], mb: list[dict]) -> None:
-        from abtest.llm import count_tokens
 
         plan = self.plan
         na, self.method = count_tokens(plan.gen_a.model, ma)
@@ -218,7 +221,6 @@ def dry_run(lc: LoadedConfig, plan: RunPlan, max_cost_usd: float | None = None,
             needs: list[str] | None = None) -> dict:
     """What the run would cost, and what it would still need, before spending anything or
     calling any model (`needs`: the pre-flight's lines from `plan_run`)."""
-    from abtest.llm import estimate_cost, provider_keys_missing
 
     n = len(plan.fixture)
     judges = lc.config.judges
@@ -247,7 +249,6 @@ def dry_run(lc: LoadedConfig, plan: RunPlan, max_cost_usd: float | None = None,
     judge_calls += repeat_calls
     ctx_tokens = plan.context_chars // 4
     judge_prompt_tokens = judge_calls * (ctx_tokens // max(n, 1) + 300)
-    from abtest.llm.provider import cost_of
 
     def priced(spec, prompt, completion):  # the configured price wins over litellm's table
         return (cost_of(spec, prompt, completion) if spec.price is not None
@@ -297,7 +298,6 @@ def stale_note(fixture) -> str | None:
 
 def claim_minimum_n(lc: LoadedConfig, plan: RunPlan) -> dict:
     """Can this fixture license a claim at all at the configured margins?"""
-    from abtest.stats.sizing import minimum_n, minimum_n_text
 
     mn = minimum_n(lc.config, plan.n_answerable, len(plan.fixture) - plan.n_answerable)
     mn["text"] = minimum_n_text(mn)

@@ -26,6 +26,17 @@ from abtest.running.plan import (DEMO_JUDGE, RunPlan, claim_minimum_n, config_re
 from abtest.running.sequential import run_sequential
 from abtest.running.shards import parse_shard
 from abtest.running.signals import Terminated, stop_on_sigterm
+from abtest.llm import preload
+from abtest.store import Store
+from abtest.core.names import check_id
+import warnings
+from abtest.errors import DemoJudgeWarning
+from abtest.llm.budget import Budget
+from abtest.llm.batch import preflight
+import copy
+from abtest.core.models import SequentialConfig
+from abtest.store.runs import resume_hint
+from abtest.store.state import run_progress
 
 if TYPE_CHECKING:
     from abtest.store import Store
@@ -37,7 +48,6 @@ def start_run(lc: LoadedConfig, store: Store, plan: RunPlan, *, run_id: str | No
               batch: bool = False) -> str:
     """Create the run row, or check that a resumed run still matches its inputs."""
     if run_id is not None:
-        from abtest.core.names import check_id
 
         check_id(run_id, field="--run-id")
     if resume:
@@ -112,8 +122,6 @@ def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: b
         batch: bool = False, wait: bool = True) -> RunResult:
     """Library entry point: plan, open the store, execute (with batch, pass after pass until
     nothing is left in a provider batch; wait=False returns at the first batch out)."""
-    from abtest.llm import preload
-    from abtest.store import Store
 
     preload()  # litellm imports in the background while fixtures and prompts are checked
     shard = parse_shard(shard) if isinstance(shard, str) else shard
@@ -124,17 +132,13 @@ def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: b
                         opts={"shard": None, "batch": None})
     plan = plan_run(lc, fixture, a, b, models=models)
     if lc.config.judge_is_fallback():   # once per run, before any call
-        import warnings
 
-        from abtest.errors import DemoJudgeWarning
 
         warnings.warn(DemoJudgeWarning(DEMO_JUDGE), stacklevel=3)
     if (max_cost_usd if max_cost_usd is not None else lc.config.max_cost_usd) is not None:
-        from abtest.llm.budget import Budget
 
         Budget(1.0).check_prices([plan.gen_a, plan.gen_b, plan.judge])  # before anything is stored
     if batch:   # before anything is stored: which models batch, and do their endpoints
-        from abtest.llm.batch import preflight
 
         batched = preflight([plan.gen_a, plan.gen_b, plan.judge])
         if progress:
@@ -155,8 +159,6 @@ def run(lc: LoadedConfig, fixture, a, b, *, run_id: str | None = None, resume: b
         # the workers have stopped (the pools were shut down on the way out): record it
         store.update_run(rid, status="stopped",
                          finished_at=datetime.now(timezone.utc).replace(tzinfo=None))
-        from abtest.store.runs import resume_hint
-        from abtest.store.state import run_progress
 
         run_row = store.get_run(rid) or {"run_id": rid, "status": "stopped"}
         raise RunStopped(rid, "SIGTERM" if isinstance(exc, Terminated) else "SIGINT",
@@ -184,9 +186,7 @@ def _run_started(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *, res
                  "`abtest merge` the shards into one run for the report")
     stored = json.loads((store.get_run(rid) or {}).get("info_json") or "{}").get("sequential")
     if stored:   # a sequential run resumes as one, in its own order, whatever the flags say
-        import copy
 
-        from abtest.core.models import SequentialConfig
 
         lc = copy.copy(lc)
         lc.config = lc.config.model_copy(update={"sequential": SequentialConfig(

@@ -15,6 +15,10 @@ from abtest.errors import (UserError)
 
 from abtest.running.execute import RunResult, Shown, execute, result_of
 from abtest.running.plan import RunPlan
+from abtest.core.groups import case_groups
+from abtest.store.state import run_progress
+from abtest.stats.looks import replay_run
+from abtest.store.sequential_record import STOPS, new_record, run_plan, taken_cases
 
 if TYPE_CHECKING:
     from abtest.store import Store
@@ -30,10 +34,6 @@ def run_sequential(lc: LoadedConfig, store: Store, plan: RunPlan, rid: str, *,
     even to the cache. The look itself is recomputed from the stored judgments
     (sequential.replay_run), so a resumed run continues from its last finished look in the
     same order, and its report tells the same looks."""
-    from abtest.core.groups import case_groups
-    from abtest.store.state import run_progress
-    from abtest.stats.looks import replay_run
-    from abtest.store.sequential_record import STOPS, new_record, run_plan, taken_cases
 
     cfg = lc.config
     t0 = time.monotonic()

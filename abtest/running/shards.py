@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from abtest.errors import UserError
+from abtest.store import Store, read_export
+from abtest.store.runs import load_run, resolve_run
+from abtest.core.names import check_id
 
 if TYPE_CHECKING:
     from abtest.store import Store
@@ -41,7 +44,6 @@ def _measured(config_json: str | None) -> dict:
 
 def load_source(store: Store, source: str) -> tuple[str, dict, dict[str, list[dict]]]:
     """(label, run row, rows by table) of one source."""
-    from abtest.store import Store, read_export
 
     left, sep, rid = source.rpartition(":")
     path = Path(left) if sep else Path(source)
@@ -67,7 +69,6 @@ def load_source(store: Store, source: str) -> tuple[str, dict, dict[str, list[di
             return source, run, other.run_rows(rid)
         finally:
             other.close()
-    from abtest.store.runs import load_run, resolve_run
 
     rid = resolve_run(store, source)
     return source, load_run(store, rid), store.run_rows(rid)  # load_run refuses an unknown id
@@ -75,7 +76,6 @@ def load_source(store: Store, source: str) -> tuple[str, dict, dict[str, list[di
 
 def merge_runs(store: Store, sources: list[str], into: str) -> dict[str, Any]:
     """Check the sources are shards of one comparison and store them as run `into`."""
-    from abtest.core.names import check_id
 
     check_id(into, field="--into")
     if store.get_run(into) is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
+import signal
+import threading
 
 
 if TYPE_CHECKING:
@@ -20,8 +22,6 @@ def stop_on_sigterm():
     """While a run writes, SIGTERM stops it the way Ctrl-C does (its state is recorded as
     "stopped"); Python's default would end the process with the run left "running". Only
     the main thread can take signals: elsewhere (a worker thread) nothing changes."""
-    import signal
-    import threading
 
     if threading.current_thread() is not threading.main_thread():
         yield

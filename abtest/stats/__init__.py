@@ -27,6 +27,9 @@ from statsmodels.stats.inter_rater import cohens_kappa as _sm_cohens_kappa
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestIndPower, TTestPower
 from statsmodels.stats.proportion import proportion_confint
+import gc
+import statsmodels.api as sm
+from abtest.core.groups import MIN_GROUPS
 
 __all__ = [
     "SignTestResult", "WinRateResult", "PairedTResult", "WilcoxonResult", "McNemarResult",
@@ -662,7 +665,6 @@ def holm(pvalues: Sequence[float], alpha: float = 0.05) -> HolmResult:
     # holds (a 10,000-case report: ~0.1 s; a sequential run's looks, after litellm and scipy
     # loaded: 0.14 s a call). The adjustment allocates no cycle, so that collection finds
     # nothing of its own to free: it is skipped for the call, the result the same.
-    import gc
 
     collect = gc.collect
     gc.collect = lambda generation=2: 0
@@ -891,7 +893,6 @@ def _cluster_se(d: np.ndarray, inv: np.ndarray, sizes: np.ndarray, method: str) 
     if method == "CR2":
         s = np.bincount(inv, weights=d - d.mean(), minlength=sizes.size)
         return math.sqrt(float(np.sum(s * s / (1.0 - sizes / n)))) / n
-    import statsmodels.api as sm
 
     fit = sm.OLS(d, np.ones(n)).fit(cov_type="cluster", cov_kwds={"groups": inv})
     return float(fit.bse[0])
@@ -1468,7 +1469,6 @@ def paired(a: Floats, b: Floats, *, kind: str = "score", groups: Sequence | None
     non-inferiority decision is always the one-sided betting bound on the units (lower
     > −margin when better="higher", upper < margin when "lower"), on at least `min_n`
     independent cases (Kish's count with groups) and, with groups, MIN_GROUPS groups."""
-    from abtest.core.groups import MIN_GROUPS
 
     if kind not in ("score", "binary"):
         raise ValueError(f"kind must be 'score' or 'binary', got {kind!r}")

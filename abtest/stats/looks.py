@@ -31,6 +31,11 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from abtest.store.sequential_record import SequentialPlan, taken_cases
+from abtest.stats import anytime
+from abtest import stats
+from abtest.core.groups import MIN_GROUPS
+from abtest.stats.sizing import min_n_binary_noninferiority
+from abtest.stats.sizing import holm_family
 
 STATES = ("holds", "fails", "open")
 
@@ -61,7 +66,6 @@ def sequence(metric: str, diffs: Sequence[float], *, alpha: float, n_star: float
     """The metric's sequence over its units' differences so far (each in [−1, 1], in the
     order taken): `abtest.stats.anytime` read at the last unit. The p-value is the running
     minimum over every unit so far (`previous_p` may only lower it further)."""
-    from abtest.stats import anytime
 
     n = len(diffs)
     out = Sequence_(metric, n, cases=cases, n_star=n_star)
@@ -124,7 +128,6 @@ def case_differences(finished: Sequence[str], jv: Mapping, answerable: Mapping[s
     answers have a score; the drop bound's worst case on answerable pairs one side left
     unscored (B 0, or A 1); abstention (1 abstained, 0 answered) split by answerability;
     pairwise +1 B, −1 A, 0 no preference (both orders)."""
-    from abtest import stats
 
     none: dict = {}
 
@@ -172,9 +175,6 @@ def look(number: int, order: Sequence[str], diffs: Mapping[str, Mapping[str, flo
     each decided by its anytime-valid sequence: holds, fails (shown to fail: it cannot
     hold) or open; the run stops for a decision when every one holds or one fails, and for
     futility when faithfulness B − A is shown to lie within ±`sequential.futility`."""
-    from abtest import stats
-    from abtest.core.groups import MIN_GROUPS
-    from abtest.stats.sizing import min_n_binary_noninferiority
 
     alpha = cfg.alpha
     unit_of = {cid: (groups or {}).get(cid, cid) for cid in order}
@@ -355,7 +355,6 @@ def replay_run(plan: SequentialPlan, finished: Sequence[str], judg: Sequence[Map
                judges: Sequence[str], known: Sequence[Look] = ()) -> list[Look]:
     """A stored sequential run's finished looks, from its judgments: what the runner decides
     on after each look and what its report shows."""
-    from abtest.stats.sizing import holm_family
 
     answerable = {cid: bool(cases.get(cid, {}).get("answerable", True)) for cid in finished}
     diffs = case_differences(finished, judgment_map(judg), answerable)
@@ -395,7 +394,6 @@ def undecidable_reason(lk: Look, number: int, taken: Sequence[str],
     whole fixture than its non-inferiority margin needs), or one measured on no unit after
     UNDECIDABLE_LOOKS looks that took cases of its kind. The run stops then (it can license
     nothing however many cases it takes), rather than spending the fixture."""
-    from abtest.stats.sizing import min_n_binary_noninferiority
 
     margins = getattr(cfg, "margins", None)
     floors = {"coverage": getattr(margins, "coverage", None),

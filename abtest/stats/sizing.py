@@ -6,6 +6,8 @@ too: it is fixed from the configured judges before any data is seen.
 """
 
 from __future__ import annotations
+from abtest.stats import min_n_noninferiority
+from abtest.stats import paired
 
 # the Holm family, in this order, and the judge each member needs
 HOLM_FAMILY = ("pairwise", "faithfulness", "coverage", "abstention_answerable",
@@ -26,7 +28,6 @@ def min_n_binary_noninferiority(margin: float, alpha: float) -> int | None:
     loss sampled) clears the margin (abtest.stats.min_n_noninferiority; docs/CLAIM_STATISTICS.md
     §2). Tango's limit with no discordant pair, z²/(N + z²), reached a 0.05 margin at 52,
     where a B refusing 5 % more went unseen in 7 % of runs."""
-    from abtest.stats import min_n_noninferiority
 
     return min_n_noninferiority(margin, alpha)
 
@@ -36,7 +37,6 @@ def min_n_faithfulness(level: float, alpha: float = 0.05) -> int:
     the first N at which N gains of the largest size (B 1, A 0 on every pair) give a p-value
     ≤ level with the interval abtest uses at that size (the betting one: so few pairs carry
     fewer than CLT_MIN_UNITS effective units), its bets tuned to the report's α."""
-    from abtest.stats import paired
 
     return next(n for n in range(2, 10_000)
                 if (paired([0.0] * n, [1.0] * n, alpha=alpha).p_value or 1.0) <= level)

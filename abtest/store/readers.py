@@ -35,6 +35,7 @@ from typing import Any, Iterable, Protocol
 
 from abtest.errors import UserError
 from abtest.store.writer import StoreClosing
+import duckdb
 
 MAX_BODY = 1 << 20
 
@@ -280,7 +281,6 @@ def await_writer(path: Path, open_file, first_exc: Exception, *,
     """The file is locked: wait for the writer's address (and that it answers), or for the
     file to come free. Returns ("remote", info) or ("local", connection); raises UserError
     when neither happens within `timeout` (READER_WAIT_S)."""
-    import duckdb
 
     timeout = READER_WAIT_S if timeout is None else timeout
     start = time.monotonic()

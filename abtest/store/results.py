@@ -19,9 +19,15 @@ from abtest.errors import UserError
 from abtest.store import migrations
 from abtest.store.migrations import MIGRATIONS
 from abtest.store.writer import CATALOG, GroupCommit, ReadGate, WriteOp, connect
+from datetime import datetime, timezone
+import duckdb
+from abtest.store.readers import find_service, wait_flag
+from abtest.store.readers import await_writer
+from abtest.store.readers import clear_stale
+from abtest.store.readers import ReadService
+from abtest.store.readers import WriterGone, remote_rows
 
 def _now():
-    from datetime import datetime, timezone
 
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
@@ -56,7 +62,6 @@ class Store:
                  through: dict | None = None):
         """`through`: read through this writer's published address (readers.find_service)
         without trying the file first, for a reader that already knows a run writes it."""
-        import duckdb
 
         self.path = Path(path)
         self._remote: dict | None = None  # the writing process, when it answers our reads
@@ -97,12 +102,10 @@ class Store:
             raise UserError(f"not a valid results store: {str(exc).splitlines()[0]}",
                             file=str(self.path)) from None
         if not read_only:
-            from abtest.store.readers import clear_stale
 
             clear_stale(self.path)  # the file is ours: an address left there is a dead writer's
             self._migrate()
             self._writer = GroupCommit(self.con, self._gate)
-            from abtest.store.readers import ReadService
 
             self._readers = ReadService(self)  # other processes read through us meanwhile
         else:
@@ -115,9 +118,7 @@ class Store:
         """Open the file. A writer that finds it locked by readers only (a report, or `abtest
         view` between requests) raises the wait flag and retries: readers hold it briefly and
         the view lets go when it sees the flag. Locked by a writer, it fails at once."""
-        import duckdb
 
-        from abtest.store.readers import find_service, wait_flag
 
         def held(exc: Exception) -> bool:  # by another process, or by this one (the view)
             return (isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()) or \
@@ -148,7 +149,6 @@ class Store:
     def _attach_reader(self, exc: Exception) -> None:
         """Read through the writing process, or open the file if it came free meanwhile.
         Raises UserError when the writer does not answer within readers.READER_WAIT_S."""
-        from abtest.store.readers import await_writer
 
         how, got = await_writer(self.path, lambda: connect(self.path, True), exc)
         if how == "remote":
@@ -160,7 +160,6 @@ class Store:
     def _writer_gone(self) -> None:
         """The writing process stopped answering mid-way (it finished, or died): read the file
         itself now, or through whichever process writes it next."""
-        import duckdb
 
         with self.lock:
             self._remote = None
@@ -181,7 +180,6 @@ class Store:
             return set(self._active)
         if self._remote is None:
             return set()   # this process reads the file itself: nobody is writing it
-        from abtest.store.readers import find_service
 
         info = find_service(self.path)   # fresh: the writer republishes as runs start and end
         if info is None:
@@ -309,7 +307,6 @@ class Store:
 
     def _rows(self, sql: str, params: Iterable = ()) -> list[dict[str, Any]]:
         if self._remote is not None:
-            from abtest.store.readers import WriterGone, remote_rows
 
             try:
                 return remote_rows(self._remote, sql, params, path=self.path)
@@ -776,7 +773,6 @@ class Store:
 
 def read_export(folder: Path) -> dict[str, list[dict[str, Any]]]:
     """The runs and rows an `abtest export --format parquet` folder holds, by table."""
-    import duckdb
 
     con = duckdb.connect()
     try:

@@ -11,6 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from abtest.errors import UserError
+from abtest.store.state import state_of
+from shlex import quote
+from abtest.core.names import check_id
+from abtest.core.fixture_set import sha256_bytes
+from abtest.core.models import Config
+from abtest.core.fixture_set import load_fixture
+from abtest.store.state import run_progress
 
 if TYPE_CHECKING:
     from abtest.store import Store
@@ -28,7 +35,6 @@ def load_run(store: Store, run_id: str) -> dict:
 def activity(store: Store, run: dict, writing: set[str] | None | Literal[False] = False) -> str:
     """What a run is doing now (runstate.state_of): running only while a live process writes
     it; interrupted when that process died; stopped, incomplete or complete as it ended."""
-    from abtest.store.state import state_of
 
     return state_of(store, run, writing)
 
@@ -38,7 +44,6 @@ def resume_hint(run: dict, batch: bool = False) -> str:
     variant paths, the config file the run was started with (which names its store), or,
     when it ran on defaults (the store under the folder it started in), a `cd` there first;
     every word shell-quoted; --shard and --batch as the run needs them."""
-    from shlex import quote
 
     info = json.loads(run.get("info_json") or "{}")
     if run.get("kind") == "live":
@@ -80,7 +85,6 @@ def resolve_run(store: Store, ref: str, kind: str | None = None) -> str:
             raise UserError(f"no {kind + ' ' if kind else ''}runs in the store yet; start one "
                             "with `abtest run`", file=str(store.path))
         return rid
-    from abtest.core.names import check_id
 
     check_id(ref, field="RUN_ID")  # a run id becomes a folder and file names: never a path
     if store.get_run(ref) is not None:
@@ -94,9 +98,7 @@ def resolve_run(store: Store, ref: str, kind: str | None = None) -> str:
 
 def check_fixture_unchanged(run: dict) -> None:
     """A re-reported run whose fixture changed on disk is refused."""
-    from pathlib import Path
 
-    from abtest.core.fixture_set import sha256_bytes
 
     p = Path(run["fixture_path"] or "")
     if run["kind"] != "frozen" or not (p / "cases.jsonl").exists():
@@ -108,7 +110,6 @@ def check_fixture_unchanged(run: dict) -> None:
 
 
 def run_config(run: dict):
-    from abtest.core.models import Config
 
     try:
         return Config.model_validate(json.loads(run.get("config_json") or "{}"))
@@ -119,7 +120,6 @@ def run_config(run: dict):
 def verified_cases(run: dict) -> dict[str, Any]:
     """The run's cases, verified: reviewers must see the contexts the judges saw, so a fixture
     edited, or re-captured at the same path, since the run is refused."""
-    from abtest.core.fixture_set import load_fixture
 
     raw = run.get("fixture_path")
     p = Path(raw or "")
@@ -146,6 +146,5 @@ def pairwise_verdicts(store: Store, run_id: str) -> dict[str, tuple[str | None, 
 
 def finished_cases(store: Store, run_id: str) -> set[str]:
     """Cases the report scores, by the one rule (runstate.run_progress)."""
-    from abtest.store.state import run_progress
 
     return set(run_progress(store, load_run(store, run_id)).finished)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Mapping, Sequence
+import hashlib
+from abtest.core.groups import case_groups
 
 def unit_order(case_ids: Sequence[str], groups: Mapping[str, str] | None, seed: int
                ) -> list[list[str]]:
@@ -17,7 +19,6 @@ def unit_order(case_ids: Sequence[str], groups: Mapping[str, str] | None, seed: 
     own unit) in the seeded random order a sequential run takes them: units sorted by
     sha256(seed, unit key), the same for the same fixture, grouping and seed on any machine
     and Python version."""
-    import hashlib
 
     by: dict[str, list[str]] = {}
     for cid in sorted(case_ids):
@@ -32,7 +33,6 @@ def unit_order(case_ids: Sequence[str], groups: Mapping[str, str] | None, seed: 
 def order_digest(units: Sequence[Sequence[str]]) -> str:
     """sha256 of the order, stored with the run: a resume that would take another order
     (the fixture's grouping changed) is refused."""
-    import hashlib
 
     return hashlib.sha256(json.dumps([list(u) for u in units]).encode()).hexdigest()
 
@@ -109,7 +109,6 @@ def plan_for_run(run: Mapping, cases: Mapping[str, Mapping]) -> SequentialPlan |
     """A stored run's sequential plan over its fixture's cases (`cases`, id → case), or None
     for a run that is not sequential (or whose fixture cannot be read)."""
 
-    from abtest.core.groups import case_groups
 
     info = json.loads(run.get("info_json") or "{}")
     record = info.get("sequential")

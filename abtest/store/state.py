@@ -18,6 +18,8 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
+from pathlib import Path
+from abtest.store.sequential_record import plan_for_run
 
 if TYPE_CHECKING:
     from abtest.store import Store
@@ -209,7 +211,6 @@ def run_progress(store: Store, run: Mapping[str, Any], *,
     n_cases = len(ids)
     seq_counts: dict[str, Any] = {}
     if info.get("sequential") and cases:   # only the cases it took are the run's
-        from abtest.store.sequential_record import plan_for_run
 
         seq = plan_for_run(run, cases)
         if seq is not None:
@@ -291,7 +292,6 @@ def fixture_cases(run: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
     One parse of the whole file: the run verified each case against its seal, and readers
     take a few keys with defaults (validating 10,000 cases again took ~0.4 s)."""
-    from pathlib import Path
 
     p = Path(run.get("fixture_path") or "") / "cases.jsonl"
     try:

@@ -11,6 +11,8 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
+import duckdb
+import queue
 
 class WriteOp(NamedTuple):
     """One row insert for the group-commit writer.
@@ -42,7 +44,6 @@ class GroupCommit:
     _STOP = object()
 
     def __init__(self, con, gate: "ReadGate"):
-        import queue
 
         self.con = con
         self.gate = gate
@@ -66,7 +67,6 @@ class GroupCommit:
         self.thread.join()
 
     def _loop(self) -> None:
-        import queue
 
         stop = False
         while not stop:
@@ -232,7 +232,6 @@ class ReadGate:
 
 def connect(path: Path, read_only: bool):
     """Open the store file, attached with a bounded row-group size (only ATTACH takes one)."""
-    import duckdb
 
     con = duckdb.connect(":memory:", config={"temp_directory": f"{path}.tmp",
                                              "checkpoint_threshold": CHECKPOINT_THRESHOLD})

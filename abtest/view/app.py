@@ -13,9 +13,26 @@ from importlib import resources
 from pathlib import Path
 
 from abtest.errors import UserError
+from abtest.reporting.pages import environment
+from urllib.parse import quote
+import hashlib
+import secrets
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.routing import Route
+from abtest.view.held import Holder
+from abtest.view.routes import (ASSETS, ViewState, asset, case, cases, compare, error,
+                                    progress, report_page, review, review_draw, review_label,
+                                    row, run_page, runs, states, summary)
+import socket
+import uvicorn
+from abtest.core import background
+import importlib
+from starlette.responses import PlainTextResponse
 
 def _env():
-    from abtest.reporting.pages import environment
 
     return environment()
 
@@ -37,7 +54,6 @@ def case_href(base: str, case_id: object, qs: str = "") -> str:
     """A case page's URL under `base` (/runs/RUN): the id percent-encoded whole ("/", "%",
     spaces and any unicode included), so every id reaches its page; an id that is a dot
     segment ("." or "..", which a browser resolves away) goes in the query instead."""
-    from urllib.parse import quote
 
     q = quote(str(case_id), safe="")
     if q in (".", ".."):
@@ -53,19 +69,8 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None,
     """The ASGI app for one results store; `hosts` are the Host headers it answers (None:
     the loopback names on any port, for an app not bound by serve()); `poll_ms` how often
     its pages ask whether a run moved."""
-    import hashlib
-    import secrets
 
-    from starlette.applications import Starlette
-    from starlette.exceptions import HTTPException
-    from starlette.middleware import Middleware
-    from starlette.middleware.base import BaseHTTPMiddleware
-    from starlette.routing import Route
 
-    from abtest.view.held import Holder
-    from abtest.view.routes import (ASSETS, ViewState, asset, case, cases, compare, error,
-                                    progress, report_page, review, review_draw, review_label,
-                                    row, run_page, runs, states, summary)
 
     env = _env()
     env.globals["case_href"] = case_href
@@ -96,7 +101,6 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None,
 
     async def headers(request, call_next):
         if not host_ok(request):
-            from starlette.responses import PlainTextResponse
 
             resp = PlainTextResponse("abtest view answers only the address it serves on "
                                      "(Host header refused)\n", status_code=400)
@@ -130,11 +134,8 @@ def create_app(store_path: str | Path, hosts: frozenset[str] | None = None,
 def serve(store_path: str | Path, *, host: str = "127.0.0.1", port: int = 0,
           on_ready=None, poll_ms: int = POLL_MS) -> None:
     """Bind first (port 0 picks a free one), tell `on_ready(url)`, then serve until stopped."""
-    import socket
 
-    import uvicorn
 
-    from abtest.core import background
 
     # the report's statistics (scipy, statsmodels) import in the background while the first
     # page is read, so the first run page opened does not wait for them (~0.1 s)
@@ -161,7 +162,6 @@ def serve(store_path: str | Path, *, host: str = "127.0.0.1", port: int = 0,
 
 
 def _warm() -> None:
-    import importlib
 
     for name in ("abtest.reporting.build", "abtest.reporting.html", "abtest.stats", "scipy.stats",
                  "statsmodels.stats.power"):

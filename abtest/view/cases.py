@@ -15,6 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 from urllib.parse import urlencode
+from abtest.reporting import incidents
 
 # checkbox filters: a row passes when its attribute is "yes"
 FLAGS = {"flipped": "flipped", "checkfail": "check failures",
@@ -128,7 +129,6 @@ def rows(rep: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _rows(rep: Mapping[str, Any]) -> list[dict[str, Any]]:
-    from abtest.reporting import incidents
 
     inc = incidents.by_case(rep)
     issues: dict[str, list[str]] = {}

@@ -13,6 +13,23 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from abtest.errors import UserError
+from abtest.reporting.summary import state_of
+from abtest.store.state import run_progress
+from abtest.store.runs import resume_hint
+from pathlib import Path
+from abtest.reporting.model import json_shape
+from abtest.reporting.summary import build_any
+from abtest.reporting.summary import summarize
+from abtest.reporting.summary import summarize_json
+import re
+from itertools import zip_longest
+from abtest.prompts.variants import messages_text
+from abtest.prompts.variants import unified_diff
+from abtest.reporting.compare import compare_runs
+from abtest.reporting.metrics import metric_at
+from abtest.store.runs import load_run, run_config
+from abtest.review.items import item_number
+from abtest.review.pack import Sources, item_content
 
 if TYPE_CHECKING:
     from abtest.reporting.model import LiveReport, Report
@@ -30,7 +47,6 @@ def _state(store, run: dict, p: dict[str, Any] | None = None,
     process still writes it. The pages ask for it (/runs/states, /runs/ID/progress) and
     redraw whatever shows a run whose version moved: a case finished, a look taken, the run
     ended, died, or was resumed by another process."""
-    from abtest.reporting.summary import state_of
 
     st = state_of(run, store.labels_state(run["run_id"]) if labels is False or labels is True
                   else labels)
@@ -55,7 +71,6 @@ def versions(store) -> dict[str, str]:
 
 def counts(store, run: dict) -> dict[str, Any]:
     """The run's state and case counts by the one rule (runstate.run_progress)."""
-    from abtest.store.state import run_progress
 
     full = run if "info_json" in run else (store.get_run(run["run_id"]) or run)
     return run_progress(store, full).as_dict()
@@ -66,7 +81,6 @@ def progress(store, run: dict) -> dict[str, Any]:
     (running, interrupted, stopped, incomplete, complete), cases finished of all, with an
     error, and how to continue it (never for a running run: that would start a second
     writer). The state is the one rule's (runstate), computed here once."""
-    from abtest.store.runs import resume_hint
 
     full = run if "info_json" in run else (store.get_run(run["run_id"]) or run)
     out = {**counts(store, full), "hint": None, "why": ""}
@@ -95,7 +109,6 @@ _FIXTURE_COUNTS: dict[tuple, dict] = {}
 def fixture_counts(run: dict) -> dict[str, int] | None:
     """The fixture's cases, answerable and out of scope, read from its cases file (what a
     running run's page can say before any figure exists); None when it is not readable."""
-    from pathlib import Path
 
     p = Path(run.get("fixture_path") or "") / "cases.jsonl"
     key = (str(p), run.get("fixture_sha256"))
@@ -126,8 +139,6 @@ def typed_report_of(store, run: dict, state: str | None = None) -> Report | Live
 
 
 def _report(store, run: dict, state: str | None) -> tuple[Report | LiveReport, dict]:
-    from abtest.reporting.model import json_shape
-    from abtest.reporting.summary import build_any
 
     key = (str(store.path), run["run_id"], state or _state(store, run))
     with _LOCK:
@@ -144,7 +155,6 @@ def _report(store, run: dict, state: str | None) -> tuple[Report | LiveReport, d
 def summary_of(store, run: dict) -> dict:
     """A finished run's summary for the runs page, built from its report when the store has
     none for its current state (the view opens the store read-only: it keeps it in memory)."""
-    from abtest.reporting.summary import summarize
 
     state = _state(store, run)
     key = (str(store.path), run["run_id"], state)
@@ -158,7 +168,6 @@ def summary_of(store, run: dict) -> dict:
 
 
 def claim_line(rep: dict) -> tuple[bool, str]:
-    from abtest.reporting.summary import summarize_json
 
     s = summarize_json(rep)
     return s["licensed"], s["claim"]
@@ -207,7 +216,6 @@ def unfinished_claim(state: str, counts: str) -> str:
 def _running_row(store, run: dict, row: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
     """A run stored as running: running while its writer lives, else interrupted (an
     INCOMPLETE gate, like a stopped run's, and the command that resumes it)."""
-    from abtest.store.runs import resume_hint
 
     state = p["state"]
     row.update(status=state, n_finished=p["finished"], counts=p["counts"], n_used=p["n_used"],
@@ -222,7 +230,6 @@ def runs_overview(store) -> list[dict]:
     """Every run, newest first, with its claim line, gate decision and who won: from the
     summaries the store keeps, else from this process's memory; a run with neither is marked
     pending and the page asks for its row (/runs/ID/row) after it has rendered."""
-    from abtest.reporting.summary import state_of
 
     runs = list(reversed(store.list_runs(columns=RUN_COLUMNS)))
     stored, labels = store.run_summaries(), store.labels_states()
@@ -304,7 +311,6 @@ DIFF_MIN_SHARED = 0.5
 
 
 def _sentences(text: str) -> list[str]:
-    import re
 
     return [x for x in (" ".join(p.split()) for p in
                         re.split(r"(?<=[.!?])\s+|\n+", text or "")) if x]
@@ -313,7 +319,6 @@ def _sentences(text: str) -> list[str]:
 def answer_diff(a: str, b: str) -> dict[str, Any]:
     """B against A: a word diff when the answers share most of their words, else their
     sentences side by side (equal sentences on one row), with the share that decided it."""
-    from itertools import zip_longest
 
     wa, wb = (a or "").split(), (b or "").split()
     shared = difflib.SequenceMatcher(a=wa, b=wb, autojunk=False).ratio() if wa or wb else 1.0
@@ -335,7 +340,6 @@ def answer_diff(a: str, b: str) -> dict[str, Any]:
 def _messages_text(messages_json: str | None) -> str:
     if not messages_json:
         return ""
-    from abtest.prompts.variants import messages_text
 
     return messages_text(json.loads(messages_json))
 
@@ -343,7 +347,6 @@ def _messages_text(messages_json: str | None) -> str:
 def case_detail(store, run: dict, rep: dict, case_id: str) -> dict[str, Any]:
     """One case, side by side: its frozen context, both answers, their claims and the chunk
     each claim was checked against, coverage, abstention, checks and both pairwise orders."""
-    from abtest.prompts.variants import unified_diff
 
     row = next((r for r in rep.get("per_case") or [] if r["case_id"] == case_id), None)
     if row is None:
@@ -459,7 +462,6 @@ def _result(j: dict | None) -> dict:
 
 def _fixture_case(run: dict, case_id: str) -> dict | None:
     """The frozen case as captured (context chunks in rank order), read from the fixture."""
-    from pathlib import Path
 
     p = Path(run.get("fixture_path") or "") / "cases.jsonl"
     try:
@@ -483,9 +485,6 @@ COMPARED = (("pairwise", "pairwise (B win rate)"), ("faithfulness", "faithfulnes
 def compare(store, run1: str, run2: str) -> dict:
     """Two runs of one fixture: per metric B − A in each and the change; the cases whose
     pairwise outcome or faithfulness verdict changed."""
-    from abtest.reporting.compare import compare_runs
-    from abtest.reporting.metrics import metric_at
-    from abtest.store.runs import load_run, run_config
 
     runs = [load_run(store, r) for r in (run1, run2)]
     reps = [report_of(store, run) for run in runs]
@@ -511,8 +510,6 @@ def compare(store, run1: str, run2: str) -> dict:
 def review_items(store, run_id: str, reviewer: str) -> dict[str, Any]:
     """The run's blind review items as `review export` drew them (content rebuilt by the
     pack's own code), each with the label `reviewer` gave it, shown on the item's scale."""
-    from abtest.review.items import item_number
-    from abtest.review.pack import Sources, item_content
 
     rows = sorted(store.review_items(run_id), key=lambda r: item_number(r["item_id"]))  # pack order
     if not rows:

@@ -15,6 +15,9 @@ import time
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
+from abtest.store.readers import wait_flag
+from abtest.store import Store
+from abtest.store.readers import find_service
 
 if TYPE_CHECKING:
     from abtest.store import Store
@@ -49,7 +52,6 @@ class Borrowed:
 
 class Holder:
     def __init__(self, path: Path):
-        from abtest.store.readers import wait_flag
 
         self.path, self.flag = Path(path), wait_flag(Path(path))
         self._lock = threading.Lock()
@@ -62,7 +64,6 @@ class Holder:
         _HOLDERS.add(self)
 
     def borrow(self) -> Borrowed:
-        from abtest.store import Store
 
         with self._lock:
             if self._store is not None and self._users == 0 and self.flag.exists():
@@ -70,7 +71,6 @@ class Holder:
             if self._store is None and self._through is not None:
                 # a run was writing at the last request: while the same process publishes the
                 # same address, read through it at once (trying the file first costs ~20 ms)
-                from abtest.store.readers import find_service
 
                 info = find_service(self.path)
                 if info is not None and info.get("token") == self._through.get("token"):

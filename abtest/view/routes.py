@@ -15,6 +15,18 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from abtest.errors import UserError
 from abtest.view import data
+from abtest.store.runs import load_run
+from abtest.reporting import incidents
+from abtest.store.runs import run_config
+from abtest.reporting.html import render_within
+from abtest.view import cases as listing
+from abtest.store.runs import resolve_run
+from abtest.store import Store
+from urllib.parse import parse_qs
+from urllib.parse import quote
+from abtest.review.labels import default_reviewer
+from abtest.review.labels import label_item
+from abtest.review.pack import export_pack
 
 ASSETS = ("view.css", "view.js")
 
@@ -50,7 +62,6 @@ def open_store(request):
         raise HTTPException(503, exc.line()) from None
 
 def with_run(request):
-    from abtest.store.runs import load_run
 
     store = open_store(request)
     try:
@@ -71,7 +82,6 @@ async def runs(request):
 
 async def summary(request):
 
-    from abtest.store.runs import load_run
 
     store = open_store(request)
     try:
@@ -98,7 +108,6 @@ async def states(request):
 def run_and_progress(request):
     """The run, where it is (progress), and its report: a running run's too, whose page
     shows what exists so far (counts, its sequential looks, never an estimate)."""
-    from abtest.store.runs import load_run
 
     store = open_store(request)
     try:
@@ -112,7 +121,6 @@ def run_and_progress(request):
     return run, prog, rep
 
 async def row(request):
-    from abtest.store.runs import load_run
 
     store = open_store(request)
     try:
@@ -126,8 +134,6 @@ async def row(request):
     return HTMLResponse(v.env.get_template("runs_row.html").render(r=r, poll_ms=v.poll_ms))
 
 async def run_page(request):
-    from abtest.reporting import incidents
-    from abtest.store.runs import run_config
 
     run, prog, rep = run_and_progress(request)
     licensed, claim, inc = False, "", {}
@@ -146,7 +152,6 @@ async def run_page(request):
 
 async def progress(request):
 
-    from abtest.store.runs import load_run
 
     store = open_store(request)
     try:
@@ -162,7 +167,6 @@ async def progress(request):
                         headers={"Cache-Control": "no-store"})
 
 async def report_page(request):
-    from abtest.reporting.html import render_within
 
     store, run, _ = with_run(request)
     try:
@@ -173,7 +177,6 @@ async def report_page(request):
     return HTMLResponse(render_within("report_back.html", rep, run=run))
 
 async def cases(request):
-    from abtest.view import cases as listing
 
     store, run, rep = with_run(request)
     try:
@@ -188,7 +191,6 @@ async def cases(request):
                 issues=sorted(rep.get("taxonomy") or {}))
 
 async def case(request):
-    from abtest.view import cases as listing
 
     store, run, rep = with_run(request)
     try:
@@ -206,7 +208,6 @@ async def case(request):
                 nav=listing.position(rep, query, detail["case_id"]))
 
 async def compare(request):
-    from abtest.store.runs import resolve_run
 
     run1 = (request.query_params.get("run1") or "").strip()
     run2 = (request.query_params.get("run2") or "").strip()
@@ -238,7 +239,6 @@ async def compare(request):
     return resp
 
 def writable_store(request):
-    from abtest.store import Store
 
     view_of(request).holder.drop()  # the view's own read-only handle first
     try:
@@ -248,7 +248,6 @@ def writable_store(request):
 
 async def posted(request) -> dict[str, str]:
     """The urlencoded form of a POST from one of the view's own pages (token checked)."""
-    from urllib.parse import parse_qs
 
     # the token is the guard; the browser's own word on where the form came from is a
     # second one (its Origin is "null" here: the pages send no referrer)
@@ -267,14 +266,11 @@ async def posted(request) -> dict[str, str]:
     return form
 
 def review_url(run_id: str, reviewer: str, anchor: str = "") -> str:
-    from urllib.parse import quote
 
     return (f"/runs/{quote(run_id, safe='')}/review?reviewer={quote(reviewer, safe='')}"
             + (f"#{quote(anchor, safe='')}" if anchor else ""))
 
 async def review(request):
-    from abtest.review.labels import default_reviewer
-    from abtest.store.runs import load_run
 
     reviewer = (request.query_params.get("reviewer") or "").strip() or default_reviewer()
     store = open_store(request)
@@ -288,8 +284,6 @@ async def review(request):
     return page(request, "review.html", run=run, reviewer=reviewer, token=view_of(request).form_token, **items)
 
 async def review_label(request):
-    from abtest.review.labels import label_item
-    from abtest.store.runs import load_run
 
 
     form = await posted(request)
@@ -337,8 +331,6 @@ async def review_label(request):
     return RedirectResponse(review_url(run_id, reviewer, form.get("next", "")), 303)
 
 async def review_draw(request):
-    from abtest.review.pack import export_pack
-    from abtest.store.runs import load_run
 
     form = await posted(request)
     try:
