@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent("""
         import slowmod  # noqa: F401
 
     if sys.argv[3] == "abtest":
-        from abtest import background
+        from abtest.core import background
         background.start(imp, "slow-import")
     else:
         threading.Thread(target=imp, daemon=True).start()

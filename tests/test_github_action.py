@@ -233,7 +233,7 @@ def test_action_declares_what_its_script_reads():
     steps = spec["runs"]["steps"]
     assert spec["runs"]["using"] == "composite"
     env = steps[-1]["env"]
-    script = (ACTION / "run.sh").read_text() + (ROOT / "abtest" / "pr_comment.py").read_text()
+    script = (ACTION / "run.sh").read_text() + (ROOT / "abtest" / "reporting" / "pr_comment.py").read_text()
     for name in env:   # every value the step is given is read by its script or the poster
         assert name in script, name
     for name in ("fixture", "a", "b"):

@@ -28,7 +28,7 @@ if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
   cat "$tmp/abtest-comment.md" >> "$GITHUB_STEP_SUMMARY"
 fi
 if [ "${INPUT_COMMENT:-true}" = "true" ]; then
-  python -m abtest.pr_comment "$tmp/abtest-comment.md" --key "${INPUT_KEY:-$INPUT_FIXTURE}" \
+  python -m abtest.reporting.pr_comment "$tmp/abtest-comment.md" --key "${INPUT_KEY:-$INPUT_FIXTURE}" \
     || echo "::warning::the pull-request comment was not posted (see above); the gate decides"
 fi
 
