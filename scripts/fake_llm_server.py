@@ -1277,16 +1277,21 @@ def main(argv: list[str] | None = None) -> int:
                         window_s=args.window_s, rate_headers=not args.no_rate_headers,
                         bucket_s=args.bucket_s, charge=args.charge,
                         default_max_tokens=args.default_max_tokens)
-    base_url = srv.start()
-    print(f"listening on {base_url}", flush=True)
+
+    stop_asked = threading.Event()
 
     def _on_signal(signum: int, _frame: Any) -> None:
+        stop_asked.set()
         threading.Thread(target=srv.stop, daemon=True).start()
 
+    # the handlers go in before the URL is printed: a caller that reads the URL and then
+    # sends SIGTERM at once still gets the dump (it used to race the handler's install)
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
+    base_url = srv.start()
+    print(f"listening on {base_url}", flush=True)
     try:
-        while not srv.wait(0.2):
+        while not srv.wait(0.2) and not stop_asked.is_set():
             pass
     finally:
         srv.stop()

@@ -5,14 +5,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "scripts"))
+# tests/ and scripts/ are on sys.path by pyproject.toml's `pythonpath` (tests/support is a
+# package; tests/fakes.py and friends and scripts' modules import by their names)
 
 os.environ["LITELLM_OFFLINE_MODE"] = "true"
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
@@ -118,3 +117,72 @@ def live_project(project, brain):
 
     make_live_project()
     return project
+
+
+# --------------------------------------------------------------------------- tiers and order
+# `slow`: left out of `scripts/test --fast` (the edit loop). A test is slow when it is marked
+# so, or renders in Chromium, runs the embedded model, or lives in one of these modules (each
+# starts `abtest` processes, runs whole experiments over HTTP, or waits on real time).
+SLOW_MODULES = {
+    "tests/test_run_state.py", "tests/test_resume.py", "tests/test_github_action.py",
+    "tests/test_validity_sim.py", "tests/test_sequential_run.py", "tests/test_background.py",
+    "tests/test_python_api_types.py", "tests/test_doctor.py",
+    "tests/llm/test_batch.py", "tests/llm/test_budget.py", "tests/llm/test_dead_provider.py",
+    "tests/llm/test_embedded.py", "tests/llm/test_ratelimit.py",
+    "tests/llm/test_ratelimit_bucket.py", "tests/store/test_read_while_writing.py",
+    "tests/view/test_view_state.py", "tests/view/test_run_truth_browser.py",
+    "tests/view/test_view_truth_browser.py",
+}
+
+
+def _rel(item) -> str:
+    return Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the slow tier; run the slow tests first (a parallel pass then ends on short tests
+    instead of waiting on one long one); start the preloaded `abtest` interpreter
+    (tests/support/cli.py) now, beside the first tests, when a collected test needs it."""
+    for item in items:
+        if item.get_closest_marker("embedded"):
+            # the real model computes on every core (llama.cpp's threads wait for each other
+            # at every token): beside other tests a 40 s test took 9 minutes
+            item.add_marker(pytest.mark.serial)
+        if (_rel(item) in SLOW_MODULES or item.get_closest_marker("chromium")
+                or item.get_closest_marker("embedded")):
+            item.add_marker(pytest.mark.slow)
+    slow = [i for i in items if i.get_closest_marker("slow")]
+    rest = [i for i in items if not i.get_closest_marker("slow")]
+    items[:] = slow + rest
+
+
+def pytest_collection_finish(session):
+    from support import cli as support_cli
+
+    selected = session.items
+    if session.config.option.collectonly or not selected:
+        return
+    if any(getattr(getattr(i, "module", None), name, None) is fn
+           for i in selected
+           for name, fn in vars(support_cli).items() if callable(fn) and name.startswith(
+               ("abtest_", "python_", "with_abtest"))):
+        support_cli.server()     # started, not waited for: its imports overlap the first tests
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """ABTEST_TEST_TIMELINE=DIR: each test's start, end and CPU seconds (this process, every
+    thread) in DIR/<worker>.jsonl, for docs/PERFORMANCE.md's look at where the time goes."""
+    out = os.environ.get("ABTEST_TEST_TIMELINE")
+    if not out:
+        yield
+        return
+    import json
+    import time
+
+    t0, c0 = time.time(), time.process_time()
+    yield
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(Path(out) / f"{worker}.jsonl", "a") as fh:
+        fh.write(json.dumps({"test": item.nodeid, "start": t0, "end": time.time(),
+                             "cpu": time.process_time() - c0}) + "\n")

@@ -169,6 +169,7 @@ def test_fault_kinds_first_n(kind):
         assert srv.counts == {fls.request_hash(body): 2}
 
 
+@pytest.mark.serial   # wall-clock bounds of 0.5 s and 1 s: run alone
 def test_timeout_fault_hangs_without_blocking_and_stops_promptly():
     srv = FakeLLMServer(fault_first_n=1, fault_first_n_kind="timeout", hang_seconds=20,
                         max_seconds=30)
@@ -200,6 +201,7 @@ def test_timeout_fault_hangs_without_blocking_and_stops_promptly():
     assert srv.fault_counts == {"timeout": 2}
 
 
+@pytest.mark.serial   # a wall-clock bound of 0.6 s for 0.2 s of latency: run alone
 def test_latency_is_concurrent():
     with FakeLLMServer(latency=0.2, max_seconds=30) as srv:
         url = srv.base_url + "/chat/completions"

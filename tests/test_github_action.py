@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from abtest.cli import cli
 from fakes import Brain, install, make_project, send_json
+from support.cli import abtest_run, with_abtest_on_path
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTION = ROOT / ".github" / "actions" / "abtest"
@@ -260,6 +261,9 @@ def test_action_script_posts_one_comment_updates_it_and_exits_with_the_gate(gith
                "GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(summary),
                "RUNNER_TEMP": str(tmp_path),
                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+        # the step's `abtest` commands: real processes, forked from the preloaded interpreter
+        # (tests/support/forkserver.py); `python` is the venv's
+        env = with_abtest_on_path(env)
         codes = []
         for _ in range(2):
             r = subprocess.run(["bash", str(ACTION / "run.sh")], capture_output=True, text=True,
@@ -268,9 +272,8 @@ def test_action_script_posts_one_comment_updates_it_and_exits_with_the_gate(gith
             assert "Traceback" not in r.stderr, r.stderr
         outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
         run_id = outputs["run-id"]
-        rep = json.loads(subprocess.run(
-            [sys.executable, "-m", "abtest.cli", "report", run_id, "--format", "json"],
-            capture_output=True, text=True, cwd=proj, env=env, timeout=120).stdout)
+        rep = json.loads(abtest_run(["report", run_id, "--format", "json"], cwd=proj, env=env,
+                                    timeout=120).stdout)
         assert codes == [rep["gate"]["exit_code"]] * 2
         assert outputs["gate"] == str(rep["gate"]["exit_code"])
         marked = [c for c in github.comments if "abtest-pr-comment:fixtures/small" in c["body"]]

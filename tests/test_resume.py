@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,16 +15,17 @@ from fakes import brain_llm_server as FakeLLMServer
 from fakes import llm_config as config
 from fakes import make_project, many_cases
 from fakes import run_results as results
+from support.cli import abtest_popen, abtest_run
 
 
 SECRET = "sk-test-SECRET-abc123456789"
 
 
 def abtest(*args, env=None, wait=True):
-    cmd = [sys.executable, "-m", "abtest.cli", *args]
+    """A real `abtest` process (forked from the preloaded interpreter: tests/support/cli.py)."""
     if wait:
-        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        return abtest_run(args, env=env, timeout=300)
+    return abtest_popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def saved_calls(store_path: Path) -> dict[str, list]:

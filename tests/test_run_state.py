@@ -28,6 +28,7 @@ from click.testing import CliRunner
 
 from abtest.cli import cli
 from fakes import brain_responder, make_project, many_cases
+from support.cli import abtest_popen, abtest_run, with_abtest_on_path
 
 N = 6            # every case in flight at once (concurrency 2, two models: 8 workers)
 JUDGES = ("pairwise", "faithfulness", "coverage", "abstention")
@@ -159,8 +160,7 @@ def baseline(provider, tmp_path_factory):
     root = tmp_path_factory.mktemp("state")
     proj = make_project(root / "clean", many_cases(N), config=config(url, repeats=0))
     env = {**os.environ, "FAKE_LLM_KEY": "k"}
-    out = subprocess.run([sys.executable, "-m", "abtest.cli", *RUN], cwd=proj, env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = abtest_run(RUN, cwd=proj, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     judge_requests = valve.seen["fake-judge"]
     assert judge_requests >= N * 6
@@ -177,10 +177,6 @@ POINTS = {
 SIGNALS = {"SIGKILL": signal.SIGKILL, "SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
 
 
-def _sigint_default() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.mark.parametrize("point", list(POINTS))
 @pytest.mark.parametrize("sig", list(SIGNALS))
 def test_stopped_run_is_told_the_same_everywhere_and_resumes_from_anywhere(
@@ -191,11 +187,11 @@ def test_stopped_run_is_told_the_same_everywhere_and_resumes_from_anywhere(
     gen, judge = POINTS[point]
     jr = baseline["judge_requests"]
     valve.set(gen, {"half": jr // 2, "all": jr}.get(judge, judge) if judge is not None else None)
-    # Ctrl-C as in a terminal: a shell that starts this suite in the background (`… &`)
-    # passes SIGINT on ignored, and a process that starts with it ignored keeps it so
-    proc = subprocess.Popen([sys.executable, "-m", "abtest.cli", *RUN], cwd=proj, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_sigint_default)
+    # a real process (forked from the preloaded interpreter, tests/support/forkserver.py),
+    # with Ctrl-C as in a terminal (SIGINT raises KeyboardInterrupt, even when this suite was
+    # started in the background with SIGINT ignored)
+    proc = abtest_popen(RUN, cwd=proj, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        text=True)
     try:
         valve.wait_held()
         time.sleep(0.8)   # what was answered lands in the store
@@ -291,8 +287,11 @@ def test_stopped_run_is_told_the_same_everywhere_and_resumes_from_anywhere(
     elsewhere.mkdir()
     saved = saved_calls(store_path)
     n_before = len(sent_calls(store_path))
+    # as a user pastes it into a shell: `abtest` on PATH (one that runs through the preloaded
+    # interpreter, tests/support/forkserver.py)
     path = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    res = subprocess.run(hint, shell=True, cwd=elsewhere, env={**env, "PATH": path},
+    res = subprocess.run(hint, shell=True, cwd=elsewhere,
+                         env=with_abtest_on_path({**env, "PATH": path}),
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, (hint, res.stderr)
     resent = [h for h, cached in sent_calls(store_path)[n_before:] if h in saved and not cached]

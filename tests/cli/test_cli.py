@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from click.testing import CliRunner
 
 from abtest.cli import cli
 from fakes import Brain, install
+from support.cli import abtest_popen
 
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
 
@@ -114,9 +114,8 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
                   answerable=True) for i in range(3000)]
     write_fixture(tmp_path / "big", cases, name="big", corpus_version="v", retriever="r")
     env = {k: v for k, v in os.environ.items() if k != "ABTEST_DEBUG"}
-    p = subprocess.Popen([sys.executable, "-m", "abtest.cli", "fixtures", "show",
-                          str(tmp_path / "big")],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    p = abtest_popen(["fixtures", "show", str(tmp_path / "big")],   # a real process, preloaded
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     p.stdout.read(10)
     p.stdout.close()  # the reader goes away, as `| head -c 10` does
     err = p.stderr.read().decode()

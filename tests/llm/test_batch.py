@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from fake_llm_server import FakeLLMServer
 from fakes import make_project
 from fakes import llm_config as config, many_cases
+from support.cli import abtest_popen, abtest_run
 
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
 ENV = {**os.environ, "FAKE_LLM_KEY": "sk-x-123456789"}
@@ -26,11 +26,11 @@ SAME = ("run_id", "created_at", "finished_at", "calls", "abtest_version", "durat
 
 
 def _abtest(cwd, *args, wait=True):
-    cmd = [sys.executable, "-m", "abtest.cli", *args]
+    """A real `abtest` process (forked from the preloaded interpreter: tests/support/cli.py)."""
     if wait:
-        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=ENV, timeout=300)
-    return subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV)
+        return abtest_run(args, cwd=cwd, env=ENV, timeout=300)
+    return abtest_popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        text=True, env=ENV)
 
 
 def _report(cwd, run_id) -> dict:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -14,14 +12,15 @@ from fakes import IN_PRICE, OUT_PRICE, make_project
 from fakes import billed as _billed
 from fakes import priced_config as _priced
 from fakes import llm_config as config, many_cases
+from support.cli import abtest_run
 
 
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
 
 
 def _abtest(*args, env):
-    return subprocess.run([sys.executable, "-m", "abtest.cli", *args], capture_output=True,
-                          text=True, env=env, timeout=300)
+    """A real `abtest` process (forked from the preloaded interpreter: tests/support/cli.py)."""
+    return abtest_run(args, env=env, timeout=300)
 
 
 def test_the_run_stops_before_the_call_that_could_cross_the_budget(tmp_path, monkeypatch,

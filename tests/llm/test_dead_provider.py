@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,6 +21,7 @@ import pytest
 
 from fake_llm_server import FakeLLMServer
 from fakes import llm_config, make_project, many_cases
+from support.cli import abtest_run
 
 SECRET = "sk-test-DEAD-provider-0123456789"
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
@@ -85,8 +84,7 @@ def test_a_refused_port_ends_the_cli_run_in_seconds_incomplete_with_one_line(tmp
     proj = make_project(tmp_path / "p", many_cases(40), config=slow_retries(base))
     env = {**os.environ, "FAKE_LLM_KEY": SECRET}
     t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "abtest.cli", *RUN], cwd=proj, env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = abtest_run(RUN, cwd=proj, env=env, timeout=300)   # a real process, preloaded
     wall = time.monotonic() - t0
     assert out.returncode == 3, out.stderr
     last = out.stderr.strip().splitlines()[-1]
@@ -112,12 +110,9 @@ def test_a_refused_port_ends_the_cli_run_in_seconds_incomplete_with_one_line(tmp
     tried = {g["case_id"] for g in st["generations"]}
     assert 0 < len(tried) < 40 and all(g["error"] for g in st["generations"])
     # the report and the gate say incomplete too
-    rep = subprocess.run([sys.executable, "-m", "abtest.cli", "report", run["run_id"],
-                          "--format", "json"], cwd=proj, env=env, capture_output=True,
-                         text=True, timeout=300)
+    rep = abtest_run(["report", run["run_id"], "--format", "json"], cwd=proj, env=env)
     assert json.loads(rep.stdout)["status"] == "incomplete"
-    gate = subprocess.run([sys.executable, "-m", "abtest.cli", "gate", run["run_id"]], cwd=proj,
-                          env=env, capture_output=True, text=True, timeout=300)
+    gate = abtest_run(["gate", run["run_id"]], cwd=proj, env=env)
     assert gate.returncode == 3
     print(f"refused port via the CLI: {wall:.2f} s wall, run {took:.2f} s")
 
@@ -156,6 +151,7 @@ def test_a_dead_judge_alone_also_ends_the_run(tmp_path, key, server):
     assert 0 < len({g["case_id"] for g in st["generations"]}) < 40
 
 
+@pytest.mark.serial   # a 0.1 s wall-clock bound: run alone
 def test_later_calls_to_an_unreachable_model_fail_at_once_without_the_network():
     from abtest.llm import Gateway
     from abtest.core.models import ModelSpec

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 from datetime import datetime, timezone
 
@@ -21,6 +19,7 @@ from abtest.llm.ratelimit import (DEFAULT_MAX_TOKENS, PATIENCE_S, Limiter, Token
                                   describe_limits, in_flight_bound, limit_kinds, parse_duration,
                                   parse_headers)
 from abtest.core.models import Config, ModelSpec
+from support.cli import abtest_run
 
 
 class FakeClock:
@@ -667,10 +666,8 @@ def test_a_run_with_limits_shows_each_models_rates_and_finishes(tmp_path):
                                   "concurrency: 6")
         proj = make_project(tmp_path / "p", many_cases(40), config=cfg)
         env = {**os.environ, "FAKE_LLM_KEY": "sk-fake-123456789"}
-        out = subprocess.run([sys.executable, "-m", "abtest.cli", "run", "--fixture",
-                              "fixtures/small", "--a", "variants/a.yaml", "--b",
-                              "variants/b.yaml"], cwd=proj, env=env, capture_output=True,
-                             text=True, timeout=300)
+        out = abtest_run(["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                          "--b", "variants/b.yaml"], cwd=proj, env=env, timeout=300)
     finally:
         srv.stop()
     assert out.returncode == 0, out.stderr[-2000:]      # complete: no case failed on a 429

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from abtest.cli import cli
 from fakes import make_project
+from support.cli import abtest_popen, abtest_run   # real `abtest` processes, preloaded
 from fakes import brain_llm_server as FakeLLMServer, llm_config as config, many_cases, run_results as results
 
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
@@ -33,8 +34,8 @@ def test_report_history_and_view_work_while_a_run_writes(tmp_path, monkeypatch):
         monkeypatch.chdir(proj)
         env = {**os.environ, "FAKE_LLM_KEY": "sk-x-123456789"}
         store = proj / "results" / "abtest.duckdb"
-        proc = subprocess.Popen([sys.executable, "-m", "abtest.cli", *RUN, "--run-id", "live1"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        proc = abtest_popen([*RUN, "--run-id", "live1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
         try:
             deadline = time.time() + 120
             seen = None
@@ -72,9 +73,7 @@ def test_report_history_and_view_work_while_a_run_writes(tmp_path, monkeypatch):
     curl = clean_srv.start()
     try:
         (proj / "clean.yaml").write_text(config(curl, "results/clean.duckdb"))
-        r = subprocess.run([sys.executable, "-m", "abtest.cli", "--config", "clean.yaml", *RUN,
-                            "--run-id", "clean1"], capture_output=True, text=True, env=env,
-                           timeout=300)
+        r = abtest_run(["--config", "clean.yaml", *RUN, "--run-id", "clean1"], env=env)
         assert r.returncode == 0, r.stderr
     finally:
         clean_srv.stop()
@@ -125,8 +124,7 @@ def test_a_run_started_while_the_view_holds_the_store_gets_it(tmp_path, monkeypa
         proj = make_project(tmp_path / "p", many_cases(4), config=config(url))
         monkeypatch.chdir(proj)
         env = {**os.environ, "FAKE_LLM_KEY": "sk-x-123456789"}
-        first = subprocess.run([sys.executable, "-m", "abtest.cli", *RUN, "--run-id", "one"],
-                               capture_output=True, text=True, env=env, timeout=300)
+        first = abtest_run([*RUN, "--run-id", "one"], env=env)
         assert first.returncode == 0, first.stderr
         store = proj / "results" / "abtest.duckdb"
         client = TestClient(create_app(store))
@@ -135,8 +133,7 @@ def test_a_run_started_while_the_view_holds_the_store_gets_it(tmp_path, monkeypa
         probe = subprocess.run([sys.executable, "-c", "import duckdb, sys; duckdb.connect(sys.argv[1])",
                                 str(store)], capture_output=True, text=True, timeout=60)
         assert probe.returncode != 0 and "lock" in probe.stderr.lower()
-        second = subprocess.run([sys.executable, "-m", "abtest.cli", *RUN, "--run-id", "two"],
-                                capture_output=True, text=True, env=env, timeout=300)
+        second = abtest_run([*RUN, "--run-id", "two"], env=env)
         assert second.returncode == 0, second.stderr
         page = client.get("/").text
         assert 'href="/runs/two"' in page and 'href="/runs/one"' in page
@@ -198,8 +195,7 @@ def test_a_reader_waits_for_a_starting_writer_instead_of_being_refused(tmp_path,
         sidecar(store).write_text(json.dumps({"pid": os.getpid(), "token": "0" * 32,
                                               "url": f"http://127.0.0.1:{dead_port}/rows"}))
         t0 = time.monotonic()
-        rep = subprocess.run([sys.executable, "-m", "abtest.cli", "report", "one", "--format",
-                              "json"], capture_output=True, text=True, timeout=120)
+        rep = abtest_run(["report", "one", "--format", "json"], timeout=120)
         waited = time.monotonic() - t0
         assert rep.returncode == 0, rep.stderr
         got = json.loads(rep.stdout)

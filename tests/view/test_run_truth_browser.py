@@ -15,6 +15,7 @@ import urllib.request
 import pytest
 
 from browser import playwright_or_skip as _browser
+from support.cli import abtest_popen, python_popen, with_abtest_on_path
 from viewstore import served
 from viewtruth import ARGS, CHROMIUM
 
@@ -49,8 +50,8 @@ def test_pages_read_every_tenth_of_a_second_as_runs_end_never_say_interrupted(
     monkeypatch.chdir(proj)
     store = proj / "results" / "abtest.duckdb"
     env = {**os.environ, "FAKE_LLM_KEY": "sk-x-123456789"}
-    proc = subprocess.Popen([sys.executable, "-c", RUNS], cwd=proj, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = python_popen(RUNS, cwd=proj, env=env, stdout=subprocess.PIPE,   # preloaded
+                        stderr=subprocess.PIPE, text=True)
     reads = 0
     seen_running: set[str] = set()
     try:
@@ -116,8 +117,8 @@ def test_an_interrupted_runs_page_follows_a_resume_by_another_process_to_its_end
     monkeypatch.chdir(proj)
     store = proj / "results" / "abtest.duckdb"
     env = {**os.environ, "FAKE_LLM_KEY": "sk-x-123456789"}
-    first = subprocess.Popen([sys.executable, "-m", "abtest.cli", *RUN, "--run-id", "r9"],
-                             cwd=proj, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = abtest_popen([*RUN, "--run-id", "r9"], cwd=proj, env=env,   # a real process, preloaded
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.time() + 240
         while not store.exists() and time.time() < deadline:
@@ -155,10 +156,12 @@ def test_an_interrupted_runs_page_follows_a_resume_by_another_process_to_its_end
                     # another process resumes it, from another folder, by the page's command
                     elsewhere = tmp_path / "elsewhere"
                     elsewhere.mkdir()
+                    # as pasted into a shell: `abtest` on PATH (through the preloaded
+                    # interpreter, tests/support/forkserver.py)
                     path = f"{os.path.dirname(sys.executable)}{os.pathsep}{env['PATH']}"
                     res = subprocess.run(hint, shell=True, cwd=elsewhere,
-                                         env={**env, "PATH": path}, capture_output=True,
-                                         text=True, timeout=300)
+                                         env=with_abtest_on_path({**env, "PATH": path}),
+                                         capture_output=True, text=True, timeout=300)
                     assert res.returncode == 0, res.stderr
                     assert f"resuming r9: {finished} of {n} finished, {n - finished} to go" \
                         in res.stderr

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -18,6 +17,7 @@ from click.testing import CliRunner
 
 from abtest.cli import cli
 from browser import playwright_or_skip as _browser
+from support.cli import abtest_popen
 from viewstore import served
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -39,8 +39,8 @@ def test_runs_list_follows_a_running_run_without_a_reload(tmp_path, monkeypatch)
     monkeypatch.chdir(proj)
     store = proj / "results" / "abtest.duckdb"
     env = {**os.environ, "FAKE_LLM_KEY": "sk-x-123456789"}
-    proc = subprocess.Popen([sys.executable, "-m", "abtest.cli", *RUN, "--run-id", "run1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = abtest_popen([*RUN, "--run-id", "run1"], stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True, env=env)   # a real process, preloaded
     try:
         deadline = time.time() + 120
         while not store.exists() and time.time() < deadline:

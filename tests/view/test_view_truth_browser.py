@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from abtest.cli import cli
 from browser import playwright_or_skip as _browser
+from support.cli import abtest_popen, python_popen
 from viewstore import SCase, Side, make_store, report, served
 from viewtruth import ARGS, CHROMIUM
 from viewtruth import db as _db, finished as _finished
@@ -320,7 +321,6 @@ RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "v
 def test_a_running_runs_pages_show_progress_follow_it_and_never_say_resume(tmp_path, monkeypatch):
     import re
     import subprocess
-    import sys
     import time
     import urllib.request
 
@@ -337,8 +337,8 @@ def test_a_running_runs_pages_show_progress_follow_it_and_never_say_resume(tmp_p
     monkeypatch.chdir(proj)
     store = proj / "results" / "abtest.duckdb"
     env = {**os.environ, "FAKE_LLM_KEY": "sk-x-123456789"}
-    proc = subprocess.Popen([sys.executable, "-m", "abtest.cli", *RUN, "--run-id", "run1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = abtest_popen([*RUN, "--run-id", "run1"], stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True, env=env)   # a real process, preloaded
     shots = _shots(tmp_path)
     try:
         deadline = time.time() + 120
@@ -450,7 +450,6 @@ s.close()
 @pytest.mark.chromium
 def test_a_label_saved_while_a_run_writes_is_kept_and_saved_when_it_finishes(server, tmp_path):
     import subprocess
-    import sys
     import time
 
     from abtest.store import Store
@@ -474,8 +473,7 @@ def test_a_label_saved_while_a_run_writes_is_kept_and_saved_when_it_finishes(ser
             item = first.get_attribute("data-item")
             label = first.locator("input[name=label]").first.get_attribute("value")
             # another process takes the store for writing (a run), for a few seconds
-            holder = subprocess.Popen([sys.executable, "-c", HOLD, str(store_path), "6"],
-                                      stdout=subprocess.PIPE, text=True)
+            holder = python_popen(HOLD, [store_path, "6"], stdout=subprocess.PIPE, text=True)
             try:
                 assert holder.stdout.readline().strip() == "held"
                 first.locator(f"input[name=label][value='{label}']").check()

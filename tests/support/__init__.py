@@ -1,0 +1,1 @@
+"""What the tests share: fakes, stores, processes, the browser (imported as `support.…`)."""
