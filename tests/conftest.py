@@ -131,7 +131,7 @@ SLOW_MODULES = {
     "tests/llm/test_embedded.py", "tests/llm/test_ratelimit.py",
     "tests/llm/test_ratelimit_bucket.py", "tests/store/test_read_while_writing.py",
     "tests/view/test_view_state.py", "tests/view/test_run_truth_browser.py",
-    "tests/view/test_view_truth_browser.py",
+    "tests/view/test_view_truth_browser.py", "tests/test_support_forkserver.py",
 }
 
 
