@@ -33,13 +33,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CLAIM_GATE = ["tests/reporting/test_claim.py", "tests/test_gate.py", "tests/reporting/test_metrics.py",
-              "tests/test_sizing.py", "tests/review/test_validation_rule.py",
+CLAIM_GATE = ["tests/reporting/test_claim.py", "tests/reporting/test_gate.py", "tests/reporting/test_metrics.py",
+              "tests/stats/test_sizing.py", "tests/review/test_validation_rule.py",
               "tests/reporting/test_report_markdown.py"]
 FAST = CLAIM_GATE + ["tests/reporting/test_verdict_real_runs.py"]
-SIM = ["tests/test_validity_sim.py::test_score_level_null_keeps_the_false_licence_rate_within_alpha",
-       "tests/test_validity_sim.py::test_score_level_true_effect_keeps_its_power",
-       "tests/test_validity_sim.py::test_score_level_selective_refusal_is_never_licensed"]
+SIM = ["tests/scripts/test_validity_sim.py::test_score_level_null_keeps_the_false_licence_rate_within_alpha",
+       "tests/scripts/test_validity_sim.py::test_score_level_true_effect_keeps_its_power",
+       "tests/scripts/test_validity_sim.py::test_score_level_selective_refusal_is_never_licensed"]
 
 # name: (module file, functions, tests)
 TARGETS = {
@@ -63,13 +63,13 @@ TARGETS = {
                                           "tests/judges/test_soft_refusal.py",
                                           "tests/reporting/test_adversary.py"]),
     "build": ("abtest/reporting/build.py", ["_incidents", "checks_table", "_build_report"],
-              ["tests/reporting/test_verdict_real_runs.py", "tests/test_run.py", *CLAIM_GATE]),
+              ["tests/reporting/test_verdict_real_runs.py", "tests/running/test_run.py", *CLAIM_GATE]),
     "stats": ("abtest/stats/__init__.py",
               ["_flat", "_binom_two_sided", "sign_test", "win_rate", "pairwise_outcome",
                "pairwise_outcomes", "position_consistency", "paired_t", "wilcoxon",
                "noninferiority_paired_t", "mcnemar", "_tango_z", "tango_ci", "holm",
                "cohen_kappa_table", "cohen_kappa", "mde_paired_t"],
-              ["tests/test_stats.py", "tests/reporting/test_verdict_real_runs.py", *CLAIM_GATE]),
+              ["tests/stats/test_stats.py", "tests/reporting/test_verdict_real_runs.py", *CLAIM_GATE]),
 }
 
 _CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

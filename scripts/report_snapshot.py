@@ -97,7 +97,10 @@ def _rerender(src: Path, out: Path) -> None:
 
 
 def _frozen(tmp: Path, out: Path) -> None:
-    from fakes import VARIANT_B, Brain, install, make_project
+    try:
+        from support.fakes import VARIANT_B, Brain, install, make_project
+    except ImportError:      # a tree from before tests/support (the helpers sat in tests/)
+        from fakes import VARIANT_B, Brain, install, make_project  # type: ignore[no-redef]
 
     p = make_project(tmp / "p")
     os.chdir(p)
@@ -169,8 +172,13 @@ def _sample(tree: Path, out: Path) -> None:
 
 
 def _live(tmp: Path, out: Path) -> None:
-    from fakes import Brain, install, make_project
-    from livetools import frozen_run_id, invoke_live, make_live_project, servers
+    try:
+        from support.fakes import Brain, install, make_project
+        from support.livetools import frozen_run_id, invoke_live, make_live_project, servers
+    except ImportError:      # a tree from before tests/support (the helpers sat in tests/)
+        from fakes import Brain, install, make_project  # type: ignore[no-redef]
+        from livetools import (frozen_run_id, invoke_live,  # type: ignore[no-redef]
+                               make_live_project, servers)
 
     p = make_project(tmp / "live")
     os.chdir(p)

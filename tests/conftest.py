@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # tests/ and scripts/ are on sys.path by pyproject.toml's `pythonpath` (tests/support is a
-# package; tests/fakes.py and friends and scripts' modules import by their names)
+# package: `from support.fakes import …`; scripts/ modules import by their names)
 
 os.environ["LITELLM_OFFLINE_MODE"] = "true"
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
@@ -58,7 +58,7 @@ socket.socket.connect_ex = _guarded_connect_ex
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     """A working directory with abtest.yaml using the scripted fake provider."""
-    from fakes import make_project
+    from support.fakes import make_project
 
     p = make_project(tmp_path)
     monkeypatch.chdir(p)
@@ -94,7 +94,7 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture
 def brain():
     """The scripted fake provider (`fake/…` models), installed for this test."""
-    from fakes import Brain, install
+    from support.fakes import Brain, install
 
     return install(Brain())
 
@@ -102,7 +102,7 @@ def brain():
 @pytest.fixture
 def server():
     """The loopback OpenAI-compatible fake provider answering like the Brain: (server, url)."""
-    from fakes import brain_llm_server
+    from support.fakes import brain_llm_server
 
     srv = brain_llm_server(latency=0.03, max_seconds=300)
     url = srv.start()
@@ -112,8 +112,8 @@ def server():
 
 @pytest.fixture
 def live_project(project, brain):
-    """A project with a tiny corpus indexed and a golden set (tests/livetools.py)."""
-    from livetools import make_live_project
+    """A project with a tiny corpus indexed and a golden set (tests/support/livetools.py)."""
+    from support.livetools import make_live_project
 
     make_live_project()
     return project
@@ -124,14 +124,14 @@ def live_project(project, brain):
 # so, or renders in Chromium, runs the embedded model, or lives in one of these modules (each
 # starts `abtest` processes, runs whole experiments over HTTP, or waits on real time).
 SLOW_MODULES = {
-    "tests/test_run_state.py", "tests/test_resume.py", "tests/test_github_action.py",
-    "tests/test_validity_sim.py", "tests/test_sequential_run.py", "tests/test_background.py",
-    "tests/test_python_api_types.py", "tests/test_doctor.py",
+    "tests/running/test_run_state.py", "tests/running/test_resume.py", "tests/reporting/test_github_action.py",
+    "tests/scripts/test_validity_sim.py", "tests/running/test_sequential_run.py", "tests/core/test_background.py",
+    "tests/api/test_python_api_types.py", "tests/project/test_doctor.py",
     "tests/llm/test_batch.py", "tests/llm/test_budget.py", "tests/llm/test_dead_provider.py",
     "tests/llm/test_embedded.py", "tests/llm/test_ratelimit.py",
     "tests/llm/test_ratelimit_bucket.py", "tests/store/test_read_while_writing.py",
     "tests/view/test_view_state.py", "tests/view/test_run_truth_browser.py",
-    "tests/view/test_view_truth_browser.py", "tests/test_support_forkserver.py",
+    "tests/view/test_view_truth_browser.py", "tests/support/test_forkserver.py",
 }
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from fakes import CONFIG, make_project
+from support.fakes import CONFIG, make_project
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-proj-7Hq2cX9vLm4Tz8Rw1Kd5Np3Bs6Yf0Ga"

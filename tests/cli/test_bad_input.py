@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -13,30 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from fakes import Brain, install
+from support.fakes import Brain, install
+from support.badinput import expect_bad
 
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
-
-
-def snapshot_tree(root: Path) -> dict[str, str]:
-    out = {}
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
-
-
-def expect_bad(args, *needles, root: Path | None = None):
-    root = root or Path.cwd()
-    before = snapshot_tree(root)
-    r = CliRunner().invoke(cli, args)
-    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
-    err = r.stderr.strip()
-    assert "Traceback" not in err and len(err.splitlines()) == 1, err
-    for n in needles:
-        assert n in err, (n, err)
-    assert snapshot_tree(root) == before, "bad input changed files"
-    return err
 
 
 @pytest.fixture(autouse=True)

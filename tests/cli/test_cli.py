@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from fakes import Brain, install
+from support.fakes import Brain, install
 from support.cli import abtest_popen
 
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]

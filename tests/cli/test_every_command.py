@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from fakes import Brain, install, make_project
+from support.fakes import Brain, install, make_project
 
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
 EVIL = "../../escaped"
@@ -28,7 +28,7 @@ CASES: dict[str, dict[str, list[str] | None]] = {
              "bad": ["init", "abtest.yaml"], "id": NA},
     "demo": {"ok": ["demo", "demo-dir", "--n", "3", "--model", "fake/gen"], "missing": NA,
              "bad": ["demo", "demo-dir", "--n", "many"], "id": NA},
-    "view": {"ok": NA,  # a server: tests/test_view.py serves a store and clicks through it
+    "view": {"ok": NA,  # a server: tests/view/test_view.py serves a store and clicks through it
              "missing": ["view", "--store", "nope.duckdb"],
              "bad": ["view", "--port", "http"], "id": NA},
     "doctor": {"ok": ["doctor", "--no-load"], "missing": NA,  # reports what is missing, line by line
@@ -77,7 +77,7 @@ CASES: dict[str, dict[str, list[str] | None]] = {
     "export": {"ok": ["export", "{run}", "--out", "exp"], "missing": NA,
                "bad": ["export", "{run}", "--out", "exp2", "--format", "xls"],
                "id": ["export", EVIL, "--out", "exp3"]},
-    "merge": {"ok": NA,  # needs shards of one comparison: tests/test_shards.py
+    "merge": {"ok": NA,  # needs shards of one comparison: tests/running/test_shards.py
               "missing": ["merge", "nope.duckdb:x", "--into", "m1"],
               "bad": ["merge", "{run}", "--into", "m2", "--bogus"],
               "id": ["merge", "{run}", "--into", EVIL]},
@@ -85,23 +85,23 @@ CASES: dict[str, dict[str, list[str] | None]] = {
                  "missing": ["snapshot", "variants/nope.yaml", "--fixture", "fixtures/small"],
                  "bad": ["snapshot", "variants/bad.yaml", "--fixture", "fixtures/small"],
                  "id": NA},
-    "judge-check": {"ok": NA,  # needs the licensed FaithBench/LLMBar data: tests/test_judges.py
+    "judge-check": {"ok": NA,  # needs the licensed FaithBench/LLMBar data: tests/judges/test_judges.py
                     "missing": ["judge-check", "pairwise", "--data", "nope.jsonl"],
                     "bad": ["judge-check", "pairwise", "--data", "bad.jsonl"], "id": NA},
     "review export": {"ok": ["review", "export", "{run}", "--n", "2"], "missing": NA,
                       "bad": ["review", "export", "{run}", "--n", "two"],
                       "id": ["review", "export", EVIL]},
-    "review import": {"ok": NA,  # labels need a pack: tests/test_review.py
+    "review import": {"ok": NA,  # labels need a pack: tests/review/test_review_cli.py
                       "missing": ["review", "import", "{run}", "nope.csv"],
                       "bad": ["review", "import", "{run}", "bad.csv"],
                       "id": ["review", "import", EVIL, "bad.csv"]},
     "review status": {"ok": ["review", "status", "{run}"], "missing": NA,
                       "bad": ["review", "status", "{run}", "--format", "xml"],
                       "id": ["review", "status", EVIL]},
-    "golden draft": {"ok": NA,  # writes questions with the judge model: tests/test_loop.py
+    "golden draft": {"ok": NA,  # writes questions with the judge model: tests/project/test_loop.py
                      "missing": ["golden", "draft", "--docs", "nope.jsonl"],
                      "bad": ["golden", "draft", "--docs", "corpus.jsonl", "--n", "x"], "id": NA},
-    "golden confirm": {"ok": NA,  # needs a drafted file: tests/test_loop.py
+    "golden confirm": {"ok": NA,  # needs a drafted file: tests/project/test_loop.py
                        "missing": ["golden", "confirm", "nope.jsonl", "--all"],
                        "bad": ["golden", "confirm", "bad.jsonl", "--all"], "id": NA},
     "suggest": {"ok": ["suggest", "{run}", "--variant", "B"], "missing": NA,
@@ -112,7 +112,7 @@ CASES: dict[str, dict[str, list[str] | None]] = {
     "compare": {"ok": ["compare", "{run}", "{run}"], "missing": NA,
                 "bad": ["compare", "{run}", "{run}", "--format", "xml"],
                 "id": ["compare", "{run}", EVIL]},
-    "live": {"ok": NA,  # needs two reachable targets: tests/test_live.py
+    "live": {"ok": NA,  # needs two reachable targets: tests/livecheck/test_live.py
              "missing": ["live", "--golden", "nope.jsonl", "--a", "http://127.0.0.1:9/a",
                          "--b", "http://127.0.0.1:9/b"],
              "bad": ["live", "--golden", "questions.jsonl", "--a", "http://127.0.0.1:9/a",

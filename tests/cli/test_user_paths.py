@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from abtest.cli import cli
 from abtest.llm import embedded
-from fakes import CONFIG, Brain, install, make_project
+from support.fakes import CONFIG, Brain, install, make_project
 
 LOCAL = CONFIG.replace("fake/gen", "local/default")
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
@@ -178,7 +178,7 @@ def test_a_stale_fixture_is_warned_at_run_time_and_named_in_the_report_header(tm
     import json
 
     from abtest.capturing import write_fixture
-    from fakes import small_cases
+    from support.fakes import small_cases
 
     install(Brain())
     p = make_project(tmp_path)
@@ -232,7 +232,7 @@ def test_an_incident_shows_its_statements_beside_the_context_text(tmp_path, monk
     import json
 
     from abtest.core.models import Chunk
-    from fakes import small_cases
+    from support.fakes import small_cases
 
     long_text = "Normandy is a region in France. " + "It has a long coast. " * 60
     cases = [c.model_copy(update={"context": [Chunk(id="c1", text=long_text)]})
@@ -259,7 +259,7 @@ def test_an_incident_shows_its_statements_beside_the_context_text(tmp_path, monk
 def test_a_banned_phrase_in_b_enters_the_taxonomy_and_the_backlog(tmp_path, monkeypatch):
     import json
 
-    from fakes import VARIANT_B
+    from support.fakes import VARIANT_B
 
     install(Brain())
     p = make_project(tmp_path)

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from fakes import ROOT, shared_data_dir
-from fakes import Brain, install
+from support.fakes import ROOT, shared_data_dir
+from support.fakes import Brain, install
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def gateway(tmp_path):
 
 
 def case():
-    from fakes import small_cases
+    from support.fakes import small_cases
 
     return small_cases()[0]
 
@@ -409,7 +409,7 @@ def test_shipped_injection_fixture_is_neutralised(tmp_path, monkeypatch, brain):
     """fixtures/prompt-injection ships chunks that try to close judge delimiters."""
     import shutil
 
-    from fakes import make_project
+    from support.fakes import make_project
 
     p = make_project(tmp_path)
     shutil.copytree(ROOT / "fixtures" / "prompt-injection", p / "fixtures" / "inj")

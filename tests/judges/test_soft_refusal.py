@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from fakes import Brain, install
+from support.fakes import Brain, install
 
 BOTH = ["faithfulness", "abstention"]
 PLAIN = "I don't know based on the provided documents."
@@ -36,7 +36,7 @@ def gateway(tmp_path):
 
 
 def case():
-    from fakes import small_cases
+    from support.fakes import small_cases
 
     return small_cases()[0]          # "Where is Normandy?" over c1 (Normandy) and c2 (Rollo)
 
@@ -86,7 +86,7 @@ def test_a_hedged_answer_answers_the_question(tmp_path, brain):
 
 def _honest(verdicts: dict[str, tuple[bool, str]]):
     """A judge that answers `answers_question` as the prompt defines it, for each answer."""
-    from fakes import _tag
+    from support.fakes import _tag
 
     def override(messages, req):
         name = (req.get("response_format") or {}).get("json_schema", {}).get("name")

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from livetools import (CORPUS, GOLDEN, HAND_PRECISION, HAND_RECALL, RETRIEVED, frozen_run_id,
+from support.livetools import (CORPUS, GOLDEN, HAND_PRECISION, HAND_RECALL, RETRIEVED, frozen_run_id,
                        frozen_then_live, invoke_live, open_store, servers)
 
 
@@ -306,8 +306,8 @@ def test_live_claim_borrows_each_judge_validation_only_from_the_same_judge():
 
     from abtest.core.models import Config
     from abtest.reporting.live import live_claim
-    from sample_reports import BASE_REPORT as _BASE
-    from sample_reports import judge_validation as _val
+    from support.sample_reports import BASE_REPORT as _BASE
+    from support.sample_reports import judge_validation as _val
 
     live = copy.deepcopy(_BASE)
     live.update(kind="live", retriever="http", corpus_version="v9",
@@ -496,7 +496,7 @@ def test_the_live_html_report_is_a_page_with_escaped_text(live_project, brain):
 
 @pytest.mark.chromium
 def test_chromium_builds_the_live_page(live_project, brain, tmp_path):
-    from browser import CHROMIUM, chromium_cli as _chromium
+    from support.browser import CHROMIUM, chromium_cli as _chromium
 
     from abtest.reporting.live import render_live
 

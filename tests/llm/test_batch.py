@@ -15,8 +15,8 @@ import time
 import pytest
 
 from fake_llm_server import FakeLLMServer
-from fakes import make_project
-from fakes import llm_config as config, many_cases
+from support.fakes import make_project
+from support.fakes import llm_config as config, many_cases
 from support.cli import abtest_popen, abtest_run
 
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
@@ -168,7 +168,7 @@ def test_no_wait_exits_3_while_a_batch_is_out_and_resume_finishes_it(tmp_path):
 
 
 def test_a_batch_run_holds_the_budget_and_bills_what_the_provider_reports(tmp_path):
-    from fakes import IN_PRICE, OUT_PRICE, billed as _billed, priced_config as _priced
+    from support.fakes import IN_PRICE, OUT_PRICE, billed as _billed, priced_config as _priced
 
     with FakeLLMServer(max_seconds=300) as srv:
         proj = make_project(tmp_path / "p", many_cases(6),

@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-from fakes import IN_PRICE, OUT_PRICE, make_project
-from fakes import billed as _billed
-from fakes import priced_config as _priced
-from fakes import llm_config as config, many_cases
+from support.fakes import IN_PRICE, OUT_PRICE, make_project
+from support.fakes import billed as _billed
+from support.fakes import priced_config as _priced
+from support.fakes import llm_config as config, many_cases
 from support.cli import abtest_run
 
 

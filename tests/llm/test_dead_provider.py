@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from fake_llm_server import FakeLLMServer
-from fakes import llm_config, make_project, many_cases
+from support.fakes import llm_config, make_project, many_cases
 from support.cli import abtest_run
 
 SECRET = "sk-test-DEAD-provider-0123456789"

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from fakes import has_embedded_model
-from fakes import make_project, small_cases
+from support.fakes import has_embedded_model
+from support.fakes import make_project, small_cases
 
 pytestmark = [pytest.mark.embedded,
               pytest.mark.skipif(not has_embedded_model(),

@@ -650,8 +650,8 @@ def test_calls_against_a_limited_provider_stay_under_its_limit(mode):
 
 
 def test_a_run_with_limits_shows_each_models_rates_and_finishes(tmp_path):
-    from fakes import make_project
-    from fakes import brain_responder, llm_config as config, many_cases
+    from support.fakes import make_project
+    from support.fakes import brain_responder, llm_config as config, many_cases
 
     # the judge's limits are set in abtest.yaml; the generator's come from the headers
     rpm_judge, rpm_gen, window = 1800, 600, 6.0

@@ -1,5 +1,5 @@
 """Scenarios an adversary would choose, put through the real report, claim and gate (stores
-written by hand: tests/adversary.py). Each was found printing a verdict that was wrong:
+written by hand: tests/support/adversary.py). Each was found printing a verdict that was wrong:
 the gate passed a B that refuses most answerable questions or is significantly worse than
 A, and the claim was licensed while the pairwise judge significantly preferred A, or while
 B's answers said more than the claim extractor keeps (max_claims). The first
@@ -12,7 +12,7 @@ import json
 import random
 import re
 
-from adversary import C, Side, build, report
+from support.adversary import C, Side, build, report
 
 
 def _out_of_scope(n=35):
@@ -190,7 +190,7 @@ def test_judge_validation_counts_labelled_items_not_labels(tmp_path):
     """15 reviewers labelling the same 2 items per judge made "30 labels" and validated every
     judge (kappa 1.0), licensing the claim. An item counts once, with its reviewers'
     majority label; an even split counts against the judge."""
-    from adversary import validation_rows
+    from support.adversary import validation_rows
 
     rnd = random.Random(0)
     cases = []

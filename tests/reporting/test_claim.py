@@ -9,8 +9,8 @@ import pytest
 
 from abtest.core.models import Config
 from abtest.reporting.build import licensed_claim
-from sample_reports import CFG, claim, make_report, withheld
-from sample_reports import judge_validation as _val
+from support.sample_reports import CFG, claim, make_report, withheld
+from support.sample_reports import judge_validation as _val
 
 
 def test_licensed_when_everything_holds():

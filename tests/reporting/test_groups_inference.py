@@ -19,7 +19,7 @@ from scipy import stats as st
 from abtest import stats as S
 from abtest.reporting.claim import CLAIM_JUDGES, licensed_claim
 from abtest.reporting.metrics import MIN_GROUPS, compute_metrics
-from sample_reports import CFG
+from support.sample_reports import CFG
 
 
 def _case(cid, *, answerable=True, fa=0.8, fb=0.9, ca=None, cb=None, abst_a=False,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from abtest.core.models import Config
-from sample_reports import CFG
+from support.sample_reports import CFG
 
 
 def _jv(fa, fb, *, ans=None, abst=None):

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from abtest.reporting import notes, render
-from fakes import DATA
+from support.fakes import DATA
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -109,7 +109,7 @@ def test_statistics_warnings_become_report_notes_never_stderr(project, monkeypat
 
     import abtest.reporting.build as B
     from abtest.cli import cli
-    from fakes import Brain, install
+    from support.fakes import Brain, install
 
     install(Brain())
     r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",

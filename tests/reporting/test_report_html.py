@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from browser import CHROMIUM, chromium_cli as _chromium
+from support.browser import CHROMIUM, chromium_cli as _chromium
 
 from abtest.reporting.html import render_html
-from fakes import ROOT
-from fakes import DATA as TEST_DATA
+from support.fakes import ROOT
+from support.fakes import DATA as TEST_DATA
 
 DATA = TEST_DATA / "sample_report.json"
 

@@ -8,8 +8,8 @@ import json
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from fakes import Brain, install
-from sample_reports import invoke
+from support.fakes import Brain, install
+from support.sample_reports import invoke
 
 
 def _summary_table(md: str) -> list[list[str]]:

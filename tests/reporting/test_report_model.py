@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from abtest.reporting.model import Report, report_schema, undeclared, validate_report
-from fakes import ROOT
+from support.fakes import ROOT
 
 ROOT = ROOT
 SAMPLE = json.loads((ROOT / "tests" / "data" / "sample_report.json").read_text())
@@ -115,8 +115,8 @@ def test_rendering_every_format_leaves_the_shared_shape_as_it_was_built(project)
     from abtest.reporting.model import json_shape, shape_difference
     from abtest.reporting.summary import summarize
     from abtest.store import Store
-    from fakes import Brain, install
-    from sample_reports import invoke
+    from support.fakes import Brain, install
+    from support.sample_reports import invoke
 
     install(Brain())
     code, out, err = invoke("run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",

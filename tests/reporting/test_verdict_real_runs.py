@@ -16,12 +16,12 @@ import pytest
 from click.testing import CliRunner
 from scipy import stats as st
 
-import betting_reference as ref
+from support import betting_reference as ref
 from statsmodels.stats.multitest import multipletests
 
 from abtest.cli import cli
 from abtest.core.models import Case, Chunk
-from fakes import Brain, install, make_project
+from support.fakes import Brain, install, make_project
 
 N_ANS, N_UN = 16, 8
 ALPHA = 0.05

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from fakes import CONFIG, make_project, send_json
+from support.fakes import CONFIG, make_project, send_json
 
 TOKEN = "tok-7f3a9c51e2"
 DOCS = {"d1": ("Normandy is a region in France.", "Normandie est une région."),

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from abtest.cli import cli
 from abtest.retrieval.bm25 import IndexStore
-from fakes import DATA as TEST_DATA
-from fakes import make_project
+from support.fakes import DATA as TEST_DATA
+from support.fakes import make_project
 
 LI = TEST_DATA / "imports" / "llamaindex"
 LC = TEST_DATA / "imports" / "langchain"

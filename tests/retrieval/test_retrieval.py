@@ -28,7 +28,7 @@ from abtest.retrieval import Retrieved, get_retriever
 from abtest.retrieval import query as Q
 from abtest.retrieval.index import build_index, search
 from abtest.retrieval.local import content_keywords
-from fakes import ROOT
+from support.fakes import ROOT
 
 ROOT = str(ROOT)
 

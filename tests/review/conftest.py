@@ -10,9 +10,9 @@ import pytest
 from abtest.capturing import load_fixture, write_fixture
 from abtest.core.models import Case, Chunk, Config
 from abtest.store import Store
-from review_data import (CLAIMS, PAIRWISE, PATH_A, PATH_B, RUN, SHA_A, SHA_B, VARIANT_A,
+from support.review_data import (CLAIMS, PAIRWISE, PATH_A, PATH_B, RUN, SHA_A, SHA_B, VARIANT_A,
                          VARIANT_B)
-from review_data import _answer
+from support.review_data import _answer
 
 @pytest.fixture(scope="module")
 def review_template(tmp_path_factory):

@@ -8,7 +8,7 @@ import json
 
 from abtest import review as R
 from abtest.review.items import ABSTENTION_TASK
-from review_data import PAIRWISE, RUN, _items
+from support.review_data import PAIRWISE, RUN, _items
 
 WHY = {"A": "it states where the fact is", "B": "it declines the question; the rest is a side fact"}
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from abtest import review as R
-from review_data import (RUN)
-from review_data import _label_all_pairwise_and_10_claims
+from support.review_data import (RUN)
+from support.review_data import _label_all_pairwise_and_10_claims
 
 
 def test_agreement_matches_hand_computed_kappa(store, tmp_path):

@@ -13,9 +13,9 @@ from abtest import review as R
 from abtest.errors import UserError
 from abtest.review.items import run_tag
 from abtest.store import Store
-from review_data import (PAIRWISE, RUN)
-from review_data import _blind, _items
-from review_data import _write_jsonl
+from support.review_data import (PAIRWISE, RUN)
+from support.review_data import _blind, _items
+from support.review_data import _write_jsonl
 
 
 def test_round_trip_csv_jsonl_and_download(store, tmp_path):

@@ -16,9 +16,9 @@ from abtest import review as R
 from abtest.errors import UserError
 from abtest.capturing import load_fixture, write_fixture
 from abtest.core.models import Chunk
-from review_data import (FLAGGED, PAIRWISE, PATH_A, PATH_B, RUN, SHA_A,
+from support.review_data import (FLAGGED, PAIRWISE, PATH_A, PATH_B, RUN, SHA_A,
                          SHA_B, VARIANT_A, VARIANT_B)
-from review_data import _answer, _by_key, _items
+from support.review_data import _answer, _by_key, _items
 
 
 def test_export_refuses_a_fixture_changed_since_the_run(store, tmp_path):

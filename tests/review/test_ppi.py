@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from abtest import review as R
-from review_data import (CLAIMS, PAIRWISE, RUN)
-from review_data import _blind, _items
-from review_data import _write_jsonl
+from support.review_data import (CLAIMS, PAIRWISE, RUN)
+from support.review_data import _blind, _items
+from support.review_data import _write_jsonl
 
 
 def test_ppi_mean_ci_hand_computed():

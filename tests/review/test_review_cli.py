@@ -9,7 +9,7 @@ from pathlib import Path
 
 from abtest import review as R
 from abtest.store import Store
-from review_data import _blind
+from support.review_data import _blind
 
 
 def _cli(*args):
@@ -44,7 +44,7 @@ def test_cli_review_round_trip_validates_the_judge(project):
 
     The report (and `review status`) read review.min_labels from the run's stored config,
     so the threshold is set in abtest.yaml before `abtest run`."""
-    from fakes import Brain, install
+    from support.fakes import Brain, install
 
     brain = install(Brain())
     plain_cov = brain.j_coverage

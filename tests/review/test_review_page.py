@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from abtest import review as R
-from review_data import (RUN)
-from review_data import _blind, _items
+from support.review_data import (RUN)
+from support.review_data import _blind, _items
 
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from abtest.core.models import Config
-from sample_reports import CFG
+from support.sample_reports import CFG
 
 
 def st_kappa(pairs):

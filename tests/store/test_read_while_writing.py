@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from fakes import make_project
+from support.fakes import make_project
 from support.cli import abtest_popen, abtest_run   # real `abtest` processes, preloaded
-from fakes import brain_llm_server as FakeLLMServer, llm_config as config, many_cases, run_results as results
+from support.fakes import brain_llm_server as FakeLLMServer, llm_config as config, many_cases, run_results as results
 
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
 
@@ -169,7 +169,7 @@ def test_a_reader_waits_for_a_starting_writer_instead_of_being_refused(tmp_path,
     store for writing (it holds the file, but does not answer reads yet) and a dead writer's
     address is still there: the reader waits, saying so on stderr, and reads through the
     writer once it answers."""
-    from fakes import Brain, install
+    from support.fakes import Brain, install
 
     from abtest.store.readers import sidecar
 

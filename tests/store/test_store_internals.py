@@ -18,7 +18,7 @@ from abtest.reporting import render
 from abtest.reporting.markdown import _text_table
 from abtest.store import Store
 from abtest.store.writer import ROW_GROUP_SIZE
-from fakes import DATA
+from support.fakes import DATA
 
 
 def test_store_row_groups_are_bounded_and_every_thread_reads_the_store(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from fakes import VARIANT_A, VARIANT_B, Brain, install, make_project
+from support.fakes import VARIANT_A, VARIANT_B, Brain, install, make_project
 
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
 

@@ -14,10 +14,10 @@ import urllib.request
 
 import pytest
 
-from browser import playwright_or_skip as _browser
+from support.browser import playwright_or_skip as _browser
 from support.cli import abtest_popen, python_popen, with_abtest_on_path
-from viewstore import served
-from viewtruth import ARGS, CHROMIUM
+from support.viewstore import served
+from support.viewtruth import ARGS, CHROMIUM
 
 # three runs back to back, each with its own wording of A (so none answers from the cache)
 RUNS = """
@@ -41,7 +41,7 @@ def _get(url: str) -> str:
 @pytest.mark.chromium
 def test_pages_read_every_tenth_of_a_second_as_runs_end_never_say_interrupted(
         tmp_path, monkeypatch):
-    from fakes import brain_llm_server, llm_config, make_project, many_cases
+    from support.fakes import brain_llm_server, llm_config, make_project, many_cases
 
     pw = _browser()
     srv = brain_llm_server(latency=0.08, max_seconds=600)
@@ -107,7 +107,7 @@ def test_pages_read_every_tenth_of_a_second_as_runs_end_never_say_interrupted(
 @pytest.mark.chromium
 def test_an_interrupted_runs_page_follows_a_resume_by_another_process_to_its_end(
         tmp_path, monkeypatch):
-    from fakes import brain_llm_server, llm_config, make_project, many_cases
+    from support.fakes import brain_llm_server, llm_config, make_project, many_cases
 
     pw = _browser()
     n = 16

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from browser import CHROMIUM, playwright_or_skip as _browser
-from fakes import Brain, install, make_project
+from support.browser import CHROMIUM, playwright_or_skip as _browser
+from support.fakes import Brain, install, make_project
 
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
 
@@ -146,7 +146,7 @@ def test_model_and_chunk_text_are_escaped_on_every_page(tmp_path, monkeypatch):
 
     from abtest.core.models import Chunk
     from abtest.view.app import create_app
-    from fakes import small_cases
+    from support.fakes import small_cases
 
     evil = '<script>alert("x")</script><img src=x onerror=alert(1)>'
     cases = [c.model_copy(update={"question": c.question + evil,

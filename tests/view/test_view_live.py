@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from livetools import CORPUS, RETRIEVED, frozen_then_live
+from support.livetools import CORPUS, RETRIEVED, frozen_then_live
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from browser import playwright_or_skip as _browser
+from support.browser import playwright_or_skip as _browser
 from support.cli import abtest_popen
-from viewstore import served
+from support.viewstore import served
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -28,7 +28,7 @@ ODD_IDS = ["..", ".", "a/b", "50%", "with space", "café-ü", "x/../y"]
 
 
 def test_runs_list_follows_a_running_run_without_a_reload(tmp_path, monkeypatch):
-    from fakes import brain_llm_server, llm_config, make_project, many_cases
+    from support.fakes import brain_llm_server, llm_config, make_project, many_cases
 
     pw = _browser()
     n = 10
@@ -96,7 +96,7 @@ def _odd_cases():
 
 
 def test_an_unfinished_runs_pages_show_progress_and_every_case_id_opens(tmp_path, monkeypatch):
-    from fakes import Brain, install, make_project
+    from support.fakes import Brain, install, make_project
 
     pw = _browser()
     brain = Brain()
@@ -165,7 +165,7 @@ def test_the_judges_abstention_reason_shows_only_after_the_reviewers_label(tmp_p
     from starlette.testclient import TestClient
 
     from abtest.view.app import create_app
-    from fakes import Brain, install, make_project
+    from support.fakes import Brain, install, make_project
 
     install(Brain())
     proj = make_project(tmp_path / "p")
@@ -189,7 +189,7 @@ def test_the_judges_abstention_reason_shows_only_after_the_reviewers_label(tmp_p
     assert shown == [abst[0]]                                # only the labelled one
     said = re.search(rf'id="judge-after-{re.escape(abst[0])}">(.*?)</p>', page, re.S).group(1)
     assert re.sub(r"<[^>]+>", "", said).startswith("After your label: the judge said ")
-    # the fake judge's own reasons (tests/fakes.py Brain.answers_question), one of three
+    # the fake judge's own reasons (tests/support/fakes.py Brain.answers_question), one of three
     reasons = ("it says the documents do not give the answer", "it states no answer",
                "it states an answer")
     assert sum(said.rstrip().endswith(f"— {x}") for x in reasons) == 1, said

@@ -9,7 +9,7 @@ import re
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from fakes import Brain, install, make_project
+from support.fakes import Brain, install, make_project
 
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
 

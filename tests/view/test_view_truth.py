@@ -9,11 +9,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from viewtruth import finished as _finished
-from viewtruth import incidents_from_rows as _incidents_from_rows
-from viewtruth import incidents_store as _incidents_store
-from viewtruth import plots_store as _plots_store
-from viewtruth import text as _text
+from support.viewtruth import finished as _finished
+from support.viewtruth import incidents_from_rows as _incidents_from_rows
+from support.viewtruth import incidents_store as _incidents_store
+from support.viewtruth import plots_store as _plots_store
+from support.viewtruth import text as _text
 
 
 def _get(url: str, path: str, host: str | None):
@@ -55,7 +55,7 @@ def test_only_the_bound_address_is_answered_and_no_page_can_be_framed(server):
 
 # ----------------------------------------------------------------- 5, 6: plots and numbers
 
-from viewstore import SCase, Side, make_store, report  # noqa: E402
+from support.viewstore import SCase, Side, make_store, report  # noqa: E402
 
 C_B, C_A = "#0072B2", "#D55E00"   # the report's colours for B and for A (Okabe–Ito)
 

@@ -12,15 +12,15 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from browser import playwright_or_skip as _browser
+from support.browser import playwright_or_skip as _browser
 from support.cli import abtest_popen, python_popen
-from viewstore import SCase, Side, make_store, report, served
-from viewtruth import ARGS, CHROMIUM
-from viewtruth import db as _db, finished as _finished
-from viewtruth import incidents_from_rows as _incidents_from_rows
-from viewtruth import incidents_store as _incidents_store
-from viewtruth import plots_store as _plots_store, shots as _shots
-from viewtruth import text as _text
+from support.viewstore import SCase, Side, make_store, report, served
+from support.viewtruth import ARGS, CHROMIUM
+from support.viewtruth import db as _db, finished as _finished
+from support.viewtruth import incidents_from_rows as _incidents_from_rows
+from support.viewtruth import incidents_store as _incidents_store
+from support.viewtruth import plots_store as _plots_store, shots as _shots
+from support.viewtruth import text as _text
 
 
 def _won_from_rows(path, run_id):
@@ -324,8 +324,8 @@ def test_a_running_runs_pages_show_progress_follow_it_and_never_say_resume(tmp_p
     import time
     import urllib.request
 
-    from fakes import make_project
-    from fakes import brain_llm_server as FakeLLMServer, llm_config as config, many_cases
+    from support.fakes import make_project
+    from support.fakes import brain_llm_server as FakeLLMServer, llm_config as config, many_cases
 
     pw = _browser()
     n = 12
@@ -517,7 +517,7 @@ def test_runs_filters_live_in_the_url_and_the_server_applies_them_without_script
     URL, a reload or a shared link shows the same runs, and without JavaScript the server
     hides the same rows."""
     from abtest.store import Store
-    from viewstore import write_run
+    from support.viewstore import write_run
 
     pw = _browser()
     cases = [SCase(id=f"c{i}", a=Side(answer="a", faith=0.8), b=Side(answer="b", faith=0.9),
