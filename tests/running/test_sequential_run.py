@@ -83,6 +83,9 @@ def test_a_decided_run_stops_at_the_first_look_and_calls_nothing_more(proj):
     assert rep["progress"]["not_needed"] == 120
     assert rep["progress"]["counts"] == "20 of 140 used, 120 not needed (decision)"
     assert not rep["claim"]["licensed"]
+    # a finished sequential run's claim rests on its last look's anytime-valid intervals, never
+    # on the fixed-N ones of the same cases (reporting.build; a mutant that swapped them lived)
+    assert any("anytime-valid limit" in r for r in rep["claim"]["reasons"]), rep["claim"]
     assert seq["calls_saved"] == round(rep["calls"]["calls_per_case"] * 120)
 
 
