@@ -8,7 +8,10 @@ what abtest used before (the paired t, Tango's limit, CR2 or no test, the normal
 numbers are in docs/CLAIM_STATISTICS.md §11). It prints one Markdown table per family with the
 Monte Carlo standard error of every rate, and exits 1 when a cell misses its bar: CI
 coverage ≥ 0.935, type-I ≤ 0.055, non-inferiority error at the margin ≤ 0.055, anytime error
-over all looks ≤ 0.055.
+over all looks ≤ 0.055. Below 2,000 experiments a cell (`--quick`: 200, a Monte Carlo SE near
+0.015) a rate misses only when it is more than 2 SE beyond its bar, and such a row says
+"yes, within 2 SE": 200 experiments cannot tell 0.06 from 0.05, so the smoke run does not
+fail on noise; the documented tables are the 2,000-experiment ones, held to the bars exactly.
 
 Scores: a latent normal per case and variant (A–B correlation 0.9); a score is 1.0 above the
 variant's quantile (70 % "skewed", 90 % "tied" of A's scores), else k/4 (a fraction of four
@@ -38,6 +41,8 @@ SIZES = (10, 20, 30, 50, 100, 200)
 FAMILIES = {"skewed": (0.70, 0.05), "tied": (0.90, 0.03)}   # share of A at 1.0, small gain
 RHO = 0.9
 BARS = {"coverage": 0.935, "type_i": 0.055, "ni": 0.055, "anytime": 0.055}
+FULL_REPS = 2000     # from this many experiments a cell the bars hold exactly
+SLACK_SE = 2.0       # below it, how many Monte Carlo SE past a bar a rate may sit (noise)
 
 
 # --------------------------------------------------------------------------- the world
@@ -112,30 +117,35 @@ def _fmt(r) -> str:
     return f"{p:.3f} ± {se:.3f}"
 
 
-def _check(cell: Cell, key: str, bar: float, above: bool) -> bool:
+def _check(cell: Cell, key: str, bar: float, above: bool, slack: float = 0.0) -> bool:
+    """The rate meets its bar, or misses it by no more than `slack` Monte Carlo SE."""
     r = cell.rate(key)
     if r is None:
         return True
-    return r[0] >= bar if above else r[0] <= bar
+    return r[0] + slack * r[1] >= bar if above else r[0] - slack * r[1] <= bar
 
 
-def _met(c: Cell) -> bool:
+def _met(c: Cell, slack: float = 0.0) -> bool:
     """The fixed-N bars: coverage, type-I, and the non-inferiority error at the margin both
     as decided (with its floor) and by the bound alone."""
-    return (_check(c, "cover", BARS["coverage"], True)
-            and _check(c, "type_i", BARS["type_i"], False)
-            and _check(c, "ni", BARS["ni"], False) and _check(c, "ni_raw", BARS["ni"], False))
+    return (_check(c, "cover", BARS["coverage"], True, slack)
+            and _check(c, "type_i", BARS["type_i"], False, slack)
+            and _check(c, "ni", BARS["ni"], False, slack)
+            and _check(c, "ni_raw", BARS["ni"], False, slack))
 
 
 def _table(head: str, cells: list[Cell], row, extra=None) -> bool:
-    """One Markdown table: a row per cell and whether it meets its bars."""
+    """One Markdown table: a row per cell and whether it meets its bars (exactly, or below
+    FULL_REPS experiments within SLACK_SE of them); `extra(cell, slack)`: a family's own bar."""
     print(head)
     print("|" + "---|" * head.count(" | ") + "---|")
     ok_all = True
     for c in cells:
-        ok = _met(c) and (extra is None or extra(c))
+        exact = _met(c) and (extra is None or extra(c, 0.0))
+        slack = SLACK_SE if c.reps < FULL_REPS else 0.0
+        ok = exact or (_met(c, slack) and (extra is None or extra(c, slack)))
         ok_all &= ok
-        print(f"| {row(c)} | {'yes' if ok else '**NO**'} |")
+        print(f"| {row(c)} | {'yes' if exact else 'yes, within 2 SE' if ok else '**NO**'} |")
     return ok_all
 
 
@@ -195,7 +205,7 @@ def print_scores(cells: list[Cell]) -> bool:
     return _table("| scores | truth | N | reps | CI coverage: abtest / t | share betting | "
                   "type-I: abtest / t | power: abtest / t | NI error at the margin: decision / "
                   "bound alone / t | zero-width: abtest / t | met |", cells, row,
-                  lambda c: (c.rate("zero_width") or (0,))[0] == 0)
+                  lambda c, _slack: (c.rate("zero_width") or (0,))[0] == 0)
 
 
 # --------------------------------------------------------------------------- rare binary events
@@ -367,7 +377,7 @@ def print_anytime(cells: list[Cell]) -> bool:
         return f"{c.family} | {c.truth} ({what}) | {c.n} | {c.reps} | {_fmt(c.rate('anytime'))}"
 
     return _table("| anytime (a look every 20 units) | truth | N | reps | error over all looks "
-                  "| met |", cells, row, lambda c: _check(c, "anytime", BARS["anytime"], False))
+                  "| met |", cells, row, lambda c, slack: _check(c, "anytime", BARS["anytime"], False, slack))
 
 
 def run(reps: int, seed: int = 53) -> int:

@@ -26,3 +26,22 @@ def test_tied_pairs_never_give_abtest_a_zero_width_interval():
     tied10 = next(c for c in cells if (c.family, c.truth, c.n) == ("tied", "gain", 10))
     assert tied10.counts["t_zero_width"][0] > 0       # the t's "CI 0.000 to 0.000"
     assert VS.print_scores(cells) in (True, False)
+
+
+def test_a_quick_run_forgives_noise_and_the_full_run_holds_the_bars_exactly(capsys):
+    """12 NI errors in 200 (0.060 ± 0.017) is within 2 SE of the 0.055 bar: a smoke run
+    must not fail on it; 120 in 2,000 (0.060 ± 0.005) is a real miss; 20 in 200 (0.100,
+    2.6 SE past the bar) misses even a quick run."""
+    def cell(k, t):
+        c = VS.Cell("refusals", "margin", 150, reps=t)
+        c.counts["ni"] = (k, t)
+        return c
+
+    row = lambda c: f"{c.counts['ni'][0]}/{c.reps}"   # noqa: E731
+    assert VS._table("| cell | met |", [cell(12, 200)], row)
+    assert VS._table("| cell | met |", [cell(11, 200)], row)
+    assert not VS._table("| cell | met |", [cell(120, 2000)], row)
+    assert not VS._table("| cell | met |", [cell(20, 200)], row)
+    out = capsys.readouterr().out.splitlines()
+    assert [line.rsplit("|", 2)[1].strip() for line in out if line.startswith("| 1") or
+            line.startswith("| 2")] == ["yes, within 2 SE", "yes", "**NO**", "**NO**"]
