@@ -201,7 +201,7 @@ def test_repeats_merge_across_group_by_labels_too():
                                               "c": "document:doc1"}
 
 
-@pytest.mark.serial   # a CPU time bound on the wall clock: run alone (scripts/test's second pass)
+@pytest.mark.serial   # a CPU time bound on the wall clock: run alone (scripts/test's last pass)
 def test_ten_thousand_cases_group_well_under_a_second():
     cases = [case(f"c{i}", f"Question {i % 4000}?",
                   [(f"doc{i % 4000 % 300}#p{j}", f"text {i % 4000} {j}") for j in range(5)],
