@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 import yaml
 from pydantic import ValidationError
 from abtest.core.groups import parse_group_by
@@ -45,11 +45,22 @@ def _group_text(v: str | None) -> str | None:
     return v
 
 
+def _question_text(v: str) -> str:
+    if not v.strip():
+        raise ValueError("question is empty")
+    return v
+
+
+# a case and a question for capture hold their question and group under one rule
+QuestionText = Annotated[str, Field(min_length=1), AfterValidator(_question_text)]
+GroupName = Annotated[str | None, AfterValidator(_group_text)]
+
+
 class Case(Strict):
     """One frozen question with the exact context retrieval returned for it."""
 
     id: str = Field(min_length=1)
-    question: str = Field(min_length=1)
+    question: QuestionText
     context: list[Chunk]
     corpus_version: str = Field(min_length=1)
     retriever: str = Field(min_length=1)
@@ -65,22 +76,10 @@ class Case(Strict):
     search_terms: str | None = None
     retrieval_scores: list[float] | None = None
     draft: bool | None = None
-    group: str | None = Field(default=None, description=(
+    group: GroupName = Field(default=None, description=(
         "cases that are not independent draws share a group (one source document, one "
         "session); abtest.core.groups decides groups from it (docs/DESIGN.md)"))
     meta: dict[str, Any] | None = Field(default=None, description="provenance, free-form")
-
-    @field_validator("question")
-    @classmethod
-    def _question_nonblank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("question is empty")
-        return v
-
-    @field_validator("group")
-    @classmethod
-    def _group_nonblank(cls, v: str | None) -> str | None:
-        return _group_text(v)
 
     @model_validator(mode="after")
     def _unique_chunks(self) -> "Case":
@@ -99,7 +98,7 @@ class Question(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     id: str = Field(min_length=1)
-    question: str = Field(min_length=1)
+    question: QuestionText
     answerable: bool = True
     category: Literal["factual", "multi_chunk", "out_of_scope", "edge", "temporal"] | None = None
     reference_answer: str | None = None
@@ -109,22 +108,10 @@ class Question(BaseModel):
     must_not_say: list[str] | None = None
     tags: list[str] | None = None
     draft: bool | None = None
-    group: str | None = None
+    group: GroupName = None
     meta: dict[str, Any] | None = Field(default=None, description=(
         "the source's own labels under names abtest uses otherwise (a foreign `category`), "
         "kept on the case's meta"))
-
-    @field_validator("question")
-    @classmethod
-    def _question_nonblank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("question is empty")
-        return v
-
-    @field_validator("group")
-    @classmethod
-    def _group_nonblank(cls, v: str | None) -> str | None:
-        return _group_text(v)
 
     def golden_fields(self) -> dict[str, Any]:
         keep = ("category", "reference_answer", "key_points", "relevant_chunk_ids",
