@@ -105,31 +105,28 @@ async def states(request):
         store.close()
     return JSONResponse(out, headers={"Cache-Control": "no-store"})
 
+def read_run(request, read):
+    """`read(store, run)` for the run the path names, the store closed after it; an unknown
+    run (or one the read cannot find its way in) is a 404 with abtest's own line."""
+
+    store = open_store(request)
+    try:
+        return read(store, load_run(store, request.path_params["run_id"]))
+    except UserError as exc:
+        raise HTTPException(404, exc.line()) from None
+    finally:
+        store.close()
+
 def run_and_progress(request):
     """The run, where it is (progress), and its report: a running run's too, whose page
     shows what exists so far (counts, its sequential looks, never an estimate)."""
 
-    store = open_store(request)
-    try:
-        run = load_run(store, request.path_params["run_id"])
-        prog = data.progress(store, run)
-        rep = data.report_of(store, run)
-    except UserError as exc:
-        raise HTTPException(404, exc.line()) from None
-    finally:
-        store.close()
-    return run, prog, rep
+    return read_run(request, lambda store, run: (run, data.progress(store, run),
+                                                 data.report_of(store, run)))
 
 async def row(request):
 
-    store = open_store(request)
-    try:
-        run = load_run(store, request.path_params["run_id"])
-        r = data.run_row(store, run)
-    except UserError as exc:
-        raise HTTPException(404, exc.line()) from None
-    finally:
-        store.close()
+    r = read_run(request, data.run_row)
     v = view_of(request)
     return HTMLResponse(v.env.get_template("runs_row.html").render(r=r, poll_ms=v.poll_ms))
 
@@ -152,15 +149,7 @@ async def run_page(request):
 
 async def progress(request):
 
-
-    store = open_store(request)
-    try:
-        run = load_run(store, request.path_params["run_id"])
-        prog = data.progress(store, run)
-    except UserError as exc:
-        raise HTTPException(404, exc.line()) from None
-    finally:
-        store.close()
+    prog = read_run(request, data.progress)
     return JSONResponse({k: prog[k] for k in ("state", "line", "counts", "finished",
                                               "errored", "started", "n_cases", "n_used",
                                               "not_needed", "version")},
