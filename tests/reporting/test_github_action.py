@@ -18,7 +18,10 @@ from click.testing import CliRunner
 
 from abtest.cli import cli
 from support.fakes import Brain, install, make_project, send_json
-from support.cli import abtest_run, with_abtest_on_path
+from support.cli import abtest_run, python_run, with_abtest_on_path
+
+# what `python -m abtest.reporting.pr_comment` runs (its `__main__` guard)
+POSTER = "import sys; from abtest.reporting.pr_comment import main; sys.exit(main())"
 
 ROOT = Path(__file__).resolve().parents[2]
 ACTION = ROOT / ".github" / "actions" / "abtest"
@@ -177,8 +180,9 @@ def test_github_format_is_refused_for_a_live_run_with_one_line(tmp_path, monkeyp
 def _post(tmp_path, env, body="hello", key="fx"):
     f = tmp_path / "c.md"
     f.write_text(body)
-    return subprocess.run([sys.executable, "-m", "abtest.reporting.pr_comment", str(f), "--key", key],
-                          capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
+    # `python -m abtest.reporting.pr_comment FILE --key KEY`, as the action runs it, in a
+    # process forked from the preloaded interpreter (tests/support/cli.py)
+    return python_run(POSTER, [f, "--key", key], env={**os.environ, **env}, timeout=60)
 
 
 def test_comment_is_posted_once_then_updated_in_place(github, tmp_path):
