@@ -65,6 +65,32 @@ def project(tmp_path, monkeypatch):
     return p
 
 
+@pytest.fixture(scope="session")
+def built(tmp_path_factory):
+    """Projects built once per test process, a copy per test (tests/support/built.py)."""
+    from support.built import Built
+
+    return Built(tmp_path_factory.mktemp)
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """One headless Chromium per test module and process; a test opens its pages with
+    `with chromium.pages() as browser:` (a new context each, tests/support/browser.py).
+    Module scope, not session: sync Playwright keeps an event loop running on this thread
+    while it is open, and a test of another module that calls asyncio.run() would fail beside
+    it; pytest closes a module's fixtures before it runs another module's tests."""
+    from support.browser import ARGS, CHROMIUM, Chromium, playwright_or_skip
+
+    pw = playwright_or_skip()
+    with pw.sync_playwright() as play:
+        browser = play.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            yield Chromium(browser)
+        finally:
+            browser.close()
+
+
 @pytest.fixture(autouse=True)
 def _store_trims_often(monkeypatch):
     """Every in-process test that writes a store also trims DuckDB's page cache (every 7

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from abtest import review as R
-from support.review_data import (RUN)
-from support.review_data import _blind, _items
-
-
-CHROMIUM = Path("/usr/bin/chromium")
+from support.review_data import RUN, _blind, _items
 
 
 # Appended after the page's own script: click through items with the page's own buttons
@@ -109,9 +104,7 @@ _DRIVER = r"""
 
 
 @pytest.mark.chromium
-@pytest.mark.skipif(not CHROMIUM.exists(),
-                    reason="/usr/bin/chromium not installed (CI installs Debian 'chromium')")
-def test_chromium_review_page_click_through_and_download(store, tmp_path):
+def test_chromium_review_page_click_through_and_download(chromium, store, tmp_path):
     """The real page in headless Chromium: label items with its buttons and keys, navigate,
     download; the captured download imports with `import_labels`."""
     R.export_pack(store, RUN, tmp_path / "pack", n=6, seed=2)
@@ -126,18 +119,11 @@ def test_chromium_review_page_click_through_and_download(store, tmp_path):
     page.write_text(html.replace("</body>", driver + "</body>"), encoding="utf-8")
     # the driver's steps run on real timers; the test waits for its result, however long a
     # loaded machine takes (a virtual-time budget ran out under load)
-    pw = pytest.importorskip("playwright.sync_api", reason="playwright not installed (the test "
-                             "setup installs it)")
-    with pw.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM),
-                                    args=["--no-sandbox", "--disable-dev-shm-usage"])
-        try:
-            tab = browser.new_page()
-            tab.goto(page.as_uri())
-            tab.wait_for_selector("#captured", state="attached", timeout=90_000)
-            captured = tab.locator("#captured").text_content()
-        finally:
-            browser.close()
+    with chromium.pages() as browser:
+        tab = browser.new_page()
+        tab.goto(page.as_uri())
+        tab.wait_for_selector("#captured", state="attached", timeout=90_000)
+        captured = tab.locator("#captured").text_content()
     m = re.fullmatch(r"([^<]*)", captured or "")
     assert m and captured, "driver did not finish"
     from urllib.parse import unquote

@@ -29,8 +29,27 @@ def run_ok(*extra):
     return out.strip().splitlines()[-1]
 
 
-def test_run_report_json_has_contract_keys(project, brain):
-    run_id = run_ok()
+def _small_run(root):
+    from support.fakes import make_project
+
+    b = install(Brain())
+    make_project(root)
+    return run_ok(), b.calls
+
+
+@pytest.fixture
+def ran(built, tmp_path, monkeypatch, brain):
+    """The small fixture's run of the default project, as if this test had run it in its own
+    folder (built once per process, copied here): its run id; `brain.calls` holds its calls."""
+    p, (run_id, calls) = built.copy("small-run", _small_run, tmp_path / "p")
+    install(brain)
+    brain.calls.extend(calls)
+    monkeypatch.chdir(p)
+    return run_id
+
+
+def test_run_report_json_has_contract_keys(ran, brain):
+    run_id = ran
     code, out, _ = invoke("report", run_id, "--format", "json")
     assert code == 0
     rep = json.loads(out)
@@ -57,11 +76,11 @@ def test_run_report_json_has_contract_keys(project, brain):
     assert rep["claim"]["licensed"] is False and rep["claim"]["reasons"]
 
 
-def test_both_orders_stored_and_mapped(project, brain):
+def test_both_orders_stored_and_mapped(ran, brain):
     from abtest.core.config import load_config
     from abtest.store import Store
 
-    run_id = run_ok()
+    run_id = ran
     s = Store(load_config().store_path, read_only=True)
     rows = s.judgments(run_id, "pairwise")
     s.close()
@@ -72,8 +91,7 @@ def test_both_orders_stored_and_mapped(project, brain):
     assert by[("q4", "AB")] == "tie"
 
 
-def test_blind_labels_and_both_orders_in_prompts(project, brain):
-    run_ok()
+def test_blind_labels_and_both_orders_in_prompts(ran, brain):
     pair_prompts = [c["messages"][-1]["content"] for c in brain.calls
                     if (c["req"].get("response_format") or {}).get("json_schema", {}).get("name")
                     == "pairwiseverdict"]
@@ -85,11 +103,11 @@ def test_blind_labels_and_both_orders_in_prompts(project, brain):
     assert len(firsts) == 2  # each answer was shown first once
 
 
-def test_same_context_bytes_reach_a_and_b(project, brain):
+def test_same_context_bytes_reach_a_and_b(ran, brain):
     from abtest.core.config import load_config
     from abtest.store import Store
 
-    run_id = run_ok()
+    run_id = ran
     s = Store(load_config().store_path, read_only=True)
     gens = s.generations(run_id)
     s.close()
@@ -99,15 +117,13 @@ def test_same_context_bytes_reach_a_and_b(project, brain):
     assert all(v["A"] == v["B"] for v in by.values())
 
 
-def test_repeat_run_makes_no_provider_call(project, brain):
-    run_ok()
+def test_repeat_run_makes_no_provider_call(ran, brain):
     n = len(brain.calls)
     run_ok()
     assert len(brain.calls) == n
 
 
-def test_changed_variant_b_reuses_a_side(project, brain):
-    run_ok()
+def test_changed_variant_b_reuses_a_side(ran, brain):
     n = len(brain.calls)
     Path("variants/b.yaml").write_text(Path("variants/b.yaml").read_text().replace(
         "Cite chunks", "Always cite chunks"))
@@ -117,8 +133,8 @@ def test_changed_variant_b_reuses_a_side(project, brain):
     assert gens and all("Answer only from the context" in c["messages"][0]["content"] for c in gens)
 
 
-def test_gate_exit_codes(project, brain):
-    run_id = run_ok()
+def test_gate_exit_codes(ran, brain):
+    run_id = ran
     code, out, _ = invoke("gate", run_id)
     assert code == 0, out  # B: faithful, refuses out-of-scope, cites as expected
     assert "PASS" in out and "not_applicable" in out
@@ -219,8 +235,8 @@ def test_dry_run_spends_nothing(project, brain):
     assert not Path("results/abtest.duckdb").exists()
 
 
-def test_report_formats_and_out(project, brain):
-    run_id = run_ok()
+def test_report_formats_and_out(ran, brain):
+    run_id = ran
     code, out, _ = invoke("report", run_id)
     assert code == 0 and out.startswith("# abtest report")
     for section in ("## Executive summary", "## Metric scores", "## Gate decision",
@@ -233,8 +249,8 @@ def test_report_formats_and_out(project, brain):
     assert json.loads(out)["run_id"] == run_id
 
 
-def test_report_refused_when_fixture_changed(project, brain):
-    run_id = run_ok()
+def test_report_refused_when_fixture_changed(ran, brain):
+    run_id = ran
     p = Path("fixtures/small/cases.jsonl")
     p.write_text(p.read_text().replace("Rollo was a Viking leader.", "Rollo was a Frankish king."))
     code, _, err = invoke("report", run_id)
@@ -261,8 +277,8 @@ def test_chunk_injection_is_neutralised_for_the_judge(tmp_path, monkeypatch, bra
         assert "‹/response_1›" in p or "Ignore previous" not in p
 
 
-def test_export_every_table(project, brain, tmp_path):
-    run_id = run_ok()
+def test_export_every_table(ran, brain, tmp_path):
+    run_id = ran
     for fmt in ("parquet", "jsonl", "csv"):
         code, out, err = invoke("export", run_id, "--format", fmt, "--out", str(tmp_path / fmt))
         assert code == 0, err
@@ -277,10 +293,10 @@ def test_export_every_table(project, brain, tmp_path):
     assert rows and all(r["run_id"] == run_id for r in rows)
 
 
-def test_export_all_runs_of_the_store_for_bi_tools(project, brain, tmp_path):
+def test_export_all_runs_of_the_store_for_bi_tools(ran, brain, tmp_path):
     import duckdb
 
-    first, second = run_ok(), run_ok()
+    first, second = ran, run_ok()
     code, out, err = invoke("export", "--all", "--out", str(tmp_path / "all"))
     assert code == 0, err
     con = duckdb.connect()
@@ -293,8 +309,8 @@ def test_export_all_runs_of_the_store_for_bi_tools(project, brain, tmp_path):
     assert code == 2 and "--all" in err
 
 
-def test_html_report_from_a_real_run(project, brain):
-    run_id = run_ok()
+def test_html_report_from_a_real_run(ran, brain):
+    run_id = ran
     code, out, _ = invoke("report", run_id, "--format", "html")
     assert code == 0
     assert out.lstrip().lower().startswith("<!doctype html")
@@ -324,8 +340,8 @@ def test_b_required_without_models(project, brain):
     assert code == 2 and "--b is required" in err
 
 
-def test_checks_metric_has_paired_difference(project, brain):
-    run_id = run_ok()
+def test_checks_metric_has_paired_difference(ran, brain):
+    run_id = ran
     rep = json.loads(invoke("report", run_id, "--format", "json")[1])
     ca = rep["metrics"]["checks"]["citation_accuracy"]
     # q1, q2 have expected citations: A never cites, B cites both → B − A = +1.0

@@ -250,11 +250,9 @@ def test_sequential_refuses_shards_and_batches(proj):
     assert r.exit_code == 2 and "field '--batch'" in r.stderr
 
 
-def test_the_view_and_the_html_report_show_the_looks_in_a_browser(proj, tmp_path):
-    from support.browser import playwright_or_skip
+def test_the_view_and_the_html_report_show_the_looks_in_a_browser(chromium, proj, tmp_path):
     from support.viewstore import served
 
-    pw = playwright_or_skip()
     p, _ = proj(140)
     h = run()
     rep = report(h.run_id)
@@ -262,50 +260,45 @@ def test_the_view_and_the_html_report_show_the_looks_in_a_browser(proj, tmp_path
     out = tmp_path / "r.html"
     assert CliRunner().invoke(cli, ["report", h.run_id, "--format", "html", "--out",
                                     str(out)]).exit_code in (0, 1)
-    args = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
-    with served(p / "results" / "abtest.duckdb") as url, pw.sync_playwright() as play:
-        browser = play.chromium.launch(executable_path="/usr/bin/chromium", args=args)
-        try:
-            page = browser.new_page()
-            for target in (f"{url}runs/{h.run_id}", out.as_uri()):
-                page.goto(target)
-                sec = page.locator("#sequential")
-                assert "Stopped for futility" in sec.inner_text()
-                assert page.locator("#sequence-plot g.look").count() == len(looks)
-                charted = page.locator("svg.sequence-plot").evaluate_all(
-                    "els => els.map(e => e.dataset.metric)")
-                assert charted == ["faithfulness", "coverage", "abstention_answerable",
-                                   "abstention_unanswerable"]
-                # the refusal chart's dotted line is the margin, above zero (y grows down)
-                zero = float(page.locator("#sequence-plot-abstention_answerable line.zero")
-                             .get_attribute("y1"))
-                guide = float(page.locator("#sequence-plot-abstention_answerable line.guide")
-                              .get_attribute("y1"))
-                assert guide < zero
-                # the margin line says what it is, the axes have ticks, the chart the page's width
-                chart = page.locator("#sequence-plot-abstention_answerable")
-                assert chart.locator("text.guide-label").text_content() == "margin +0.05"
-                assert page.locator("#sequence-plot text.guide-label").all_text_contents() == \
-                    ["futility +0.05", "futility −0.05"]
-                ticks = page.locator("#sequence-plot text.tick-y").all_text_contents()
-                assert len(ticks) >= 3 and "0" in ticks
-                xs = [int(t) for t in page.locator("#sequence-plot text.tick-x")
-                      .all_text_contents()]
-                assert xs[0] == 0 and xs == sorted(xs) and xs[-1] <= looks[-1]["units"]
-                width = page.locator("#sequence-plot").evaluate(
-                    "e => e.getBoundingClientRect().width / e.closest('section')"
-                    ".getBoundingClientRect().width")
-                assert width > 0.95, width
-                rows = page.locator("#sequential table.looks tbody tr")
-                assert rows.count() == len(looks)
-                assert rows.nth(len(looks) - 1).inner_text().split("\t")[1] == \
-                    str(looks[-1]["units"])
-            page.goto(f"{url}runs/{h.run_id}")
-            page.click("#report-link")
-            page.wait_for_load_state()
-            assert page.locator("#sequence-plot").count() == 1
-        finally:
-            browser.close()
+    with served(p / "results" / "abtest.duckdb") as url, chromium.pages() as browser:
+        page = browser.new_page()
+        for target in (f"{url}runs/{h.run_id}", out.as_uri()):
+            page.goto(target)
+            sec = page.locator("#sequential")
+            assert "Stopped for futility" in sec.inner_text()
+            assert page.locator("#sequence-plot g.look").count() == len(looks)
+            charted = page.locator("svg.sequence-plot").evaluate_all(
+                "els => els.map(e => e.dataset.metric)")
+            assert charted == ["faithfulness", "coverage", "abstention_answerable",
+                               "abstention_unanswerable"]
+            # the refusal chart's dotted line is the margin, above zero (y grows down)
+            zero = float(page.locator("#sequence-plot-abstention_answerable line.zero")
+                         .get_attribute("y1"))
+            guide = float(page.locator("#sequence-plot-abstention_answerable line.guide")
+                          .get_attribute("y1"))
+            assert guide < zero
+            # the margin line says what it is, the axes have ticks, the chart the page's width
+            chart = page.locator("#sequence-plot-abstention_answerable")
+            assert chart.locator("text.guide-label").text_content() == "margin +0.05"
+            assert page.locator("#sequence-plot text.guide-label").all_text_contents() == \
+                ["futility +0.05", "futility −0.05"]
+            ticks = page.locator("#sequence-plot text.tick-y").all_text_contents()
+            assert len(ticks) >= 3 and "0" in ticks
+            xs = [int(t) for t in page.locator("#sequence-plot text.tick-x")
+                  .all_text_contents()]
+            assert xs[0] == 0 and xs == sorted(xs) and xs[-1] <= looks[-1]["units"]
+            width = page.locator("#sequence-plot").evaluate(
+                "e => e.getBoundingClientRect().width / e.closest('section')"
+                ".getBoundingClientRect().width")
+            assert width > 0.95, width
+            rows = page.locator("#sequential table.looks tbody tr")
+            assert rows.count() == len(looks)
+            assert rows.nth(len(looks) - 1).inner_text().split("\t")[1] == \
+                str(looks[-1]["units"])
+        page.goto(f"{url}runs/{h.run_id}")
+        page.click("#report-link")
+        page.wait_for_load_state()
+        assert page.locator("#sequence-plot").count() == 1
 
 
 def test_an_early_stopped_runs_counts_are_the_same_on_every_surface(proj):

@@ -8,9 +8,6 @@ from pathlib import Path
 
 from support.viewstore import SCase, Side, make_store
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 def shots(tmp_path) -> Path:

@@ -14,21 +14,30 @@ from support.fakes import VARIANT_A, VARIANT_B, Brain, install, make_project
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
 
 
-@pytest.fixture
-def stored_run(tmp_path, monkeypatch):
+def _two_runs(p):
     install(Brain())
-    p = make_project(tmp_path / "p")
-    monkeypatch.chdir(p)
+    make_project(p)
     # B bans a word its answer to q1 uses: a newly failing check, so q1 flips
     (p / "variants" / "b.yaml").write_text(VARIANT_B + "checks:\n  must_not_say: [Normandy]\n")
     r = CliRunner().invoke(cli, RUN)
     assert r.exit_code == 0, r.stderr
-    rep = json.loads(CliRunner().invoke(cli, ["report", "latest", "--format", "json"]).stdout)
+    first = r.stdout.strip().splitlines()[-1]
     # a second run of the same fixture whose B is the plain prompt under another name
     (p / "variants" / "b2.yaml").write_text(VARIANT_A.replace("name: plain", "name: plain-too"))
     r = CliRunner().invoke(cli, RUN[:-1] + ["variants/b2.yaml"])
     assert r.exit_code == 0, r.stderr
-    rep["second"] = json.loads(CliRunner().invoke(cli, ["report", "latest", "--format", "json"])
+    return first, r.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture
+def stored_run(built, tmp_path, monkeypatch):
+    """The project (built once per process, copied here) and its two runs' JSON reports, as
+    this test's copy reports them."""
+    p, (first, second) = built.copy("view-two-runs", _two_runs, tmp_path / "p")
+    install(Brain())
+    monkeypatch.chdir(p)
+    rep = json.loads(CliRunner().invoke(cli, ["report", first, "--format", "json"]).stdout)
+    rep["second"] = json.loads(CliRunner().invoke(cli, ["report", second, "--format", "json"])
                                .stdout)
     return p, rep
 

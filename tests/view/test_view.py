@@ -11,7 +11,6 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from support.browser import CHROMIUM, playwright_or_skip as _browser
 from support.fakes import Brain, install, make_project
 
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
@@ -43,101 +42,95 @@ def test_pages_and_errors_over_http(server):
 
 
 @pytest.mark.chromium
-def test_click_through_a_run_in_chromium(server, tmp_path):
-    pw = _browser()
+def test_click_through_a_run_in_chromium(chromium, server, tmp_path):
     url, rep = server
     shots = Path(os.environ.get("ABTEST_SCREENSHOTS") or tmp_path / "screens")
     shots.mkdir(parents=True, exist_ok=True)
     flipped = [r["case_id"] for r in rep["per_case"] if r.get("flipped")]
     assert flipped, "the fixture needs a flipped case for this test"
-    with pw.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM),
-                                    args=["--no-sandbox", "--disable-dev-shm-usage"])
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(url)
-            page.screenshot(path=str(shots / "1-runs.png"), full_page=True)
-            # the runs page: this run, its claim line and gate decision
-            assert page.locator("#runs-table tbody tr").count() == 2  # newest first
-            assert rep["second"]["run_id"] in page.locator("#runs-table tbody tr").first.inner_text()
-            row = page.locator("#runs-table tbody tr", has_text=rep["run_id"])
-            assert rep["claim"]["reasons"][0] in row.inner_text()
-            assert rep["gate"]["decision"] in row.inner_text()
-            page.click(f"a.run-link:has-text('{rep['run_id']}')")
-            page.wait_for_selector("#claim")
-            assert "No claim is licensed" in page.inner_text("#claim")
-            assert rep["claim"]["reasons"][0] in page.inner_text("#claim")
-            page.screenshot(path=str(shots / "2-run.png"), full_page=True)
-            # the cases: filter to the flipped ones
-            page.click("#cases-link")
-            page.wait_for_selector("#cases-table")
-            assert page.locator("tr.case-row:not(.hidden)").count() == len(rep["per_case"])
-            page.check("#only-flipped")
-            visible = page.locator("tr.case-row:not(.hidden) a.case-link")
-            assert sorted(visible.all_inner_texts()) == sorted(flipped)
-            assert page.inner_text("#n-shown") == str(len(flipped))
-            assert page.inner_text("#shown-count").startswith(
-                f"{len(flipped)} of {len(rep['per_case'])} cases shown")
-            page.screenshot(path=str(shots / "3-cases-flipped.png"), full_page=True)
-            # a link can preset a filter (the run page's "all incidents" link does)
-            page.goto(f"{url}runs/{rep['run_id']}/cases?only=incident")
-            want = sorted({i["case_id"] for i in rep["incidents"]})
-            assert want and page.input_value("#filter-incident") == "any"
-            assert sorted(page.locator("tr.case-row:not(.hidden) a.case-link")
-                          .all_inner_texts()) == want
-            page.go_back()
-            page.wait_for_selector("#cases-table")
-            visible = page.locator("tr.case-row:not(.hidden) a.case-link")
-            # one case, side by side: click a claim, its chunk lights up and stays lit
-            visible.first.click()
-            page.wait_for_selector("#context")
-            claim = page.locator(".claim[data-chunk]:not([data-chunk=''])").first
-            chunk_id = claim.get_attribute("data-chunk")
-            chunk = page.locator(f".chunk[data-chunk='{chunk_id}']")
-            assert "lit" not in (chunk.get_attribute("class") or "")
-            claim.click()
-            page.wait_for_function("id => [...document.querySelectorAll('.chunk')]"
-                                   ".some(c => c.dataset.chunk === id && c.classList.contains('lit'))",
-                                   arg=chunk_id)
-            page.screenshot(path=str(shots / "4-case-pinned.png"), full_page=True)
-            page.mouse.move(0, 0)
-            assert "lit" in (chunk.get_attribute("class") or "")
-            # click the chunk: the claims checked against it light up
-            chunk.click()
-            lit = page.locator(".claim.lit")
-            assert lit.count() >= 1
-            assert all(c == chunk_id for c in [lit.nth(i).get_attribute("data-chunk")
-                                               for i in range(lit.count())])
-            # both answers, both pairwise orders
-            assert page.locator("#answer-a .answer").inner_text().strip()
-            assert page.locator("#answer-b .answer").inner_text().strip()
-            assert page.locator("#order-AB").count() == 1 and page.locator("#order-BA").count() == 1
-            # compare the two runs: per-metric deltas and the cases whose verdict changed
-            second = rep["second"]
-            f1 = {r["case_id"]: r for r in rep["per_case"]}
-            f2 = {r["case_id"]: r for r in second["per_case"]}
+    with chromium.pages() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.screenshot(path=str(shots / "1-runs.png"), full_page=True)
+        # the runs page: this run, its claim line and gate decision
+        assert page.locator("#runs-table tbody tr").count() == 2  # newest first
+        assert rep["second"]["run_id"] in page.locator("#runs-table tbody tr").first.inner_text()
+        row = page.locator("#runs-table tbody tr", has_text=rep["run_id"])
+        assert rep["claim"]["reasons"][0] in row.inner_text()
+        assert rep["gate"]["decision"] in row.inner_text()
+        page.click(f"a.run-link:has-text('{rep['run_id']}')")
+        page.wait_for_selector("#claim")
+        assert "No claim is licensed" in page.inner_text("#claim")
+        assert rep["claim"]["reasons"][0] in page.inner_text("#claim")
+        page.screenshot(path=str(shots / "2-run.png"), full_page=True)
+        # the cases: filter to the flipped ones
+        page.click("#cases-link")
+        page.wait_for_selector("#cases-table")
+        assert page.locator("tr.case-row:not(.hidden)").count() == len(rep["per_case"])
+        page.check("#only-flipped")
+        visible = page.locator("tr.case-row:not(.hidden) a.case-link")
+        assert sorted(visible.all_inner_texts()) == sorted(flipped)
+        assert page.inner_text("#n-shown") == str(len(flipped))
+        assert page.inner_text("#shown-count").startswith(
+            f"{len(flipped)} of {len(rep['per_case'])} cases shown")
+        page.screenshot(path=str(shots / "3-cases-flipped.png"), full_page=True)
+        # a link can preset a filter (the run page's "all incidents" link does)
+        page.goto(f"{url}runs/{rep['run_id']}/cases?only=incident")
+        want = sorted({i["case_id"] for i in rep["incidents"]})
+        assert want and page.input_value("#filter-incident") == "any"
+        assert sorted(page.locator("tr.case-row:not(.hidden) a.case-link")
+                      .all_inner_texts()) == want
+        page.go_back()
+        page.wait_for_selector("#cases-table")
+        visible = page.locator("tr.case-row:not(.hidden) a.case-link")
+        # one case, side by side: click a claim, its chunk lights up and stays lit
+        visible.first.click()
+        page.wait_for_selector("#context")
+        claim = page.locator(".claim[data-chunk]:not([data-chunk=''])").first
+        chunk_id = claim.get_attribute("data-chunk")
+        chunk = page.locator(f".chunk[data-chunk='{chunk_id}']")
+        assert "lit" not in (chunk.get_attribute("class") or "")
+        claim.click()
+        page.wait_for_function("id => [...document.querySelectorAll('.chunk')]"
+                               ".some(c => c.dataset.chunk === id && c.classList.contains('lit'))",
+                               arg=chunk_id)
+        page.screenshot(path=str(shots / "4-case-pinned.png"), full_page=True)
+        page.mouse.move(0, 0)
+        assert "lit" in (chunk.get_attribute("class") or "")
+        # click the chunk: the claims checked against it light up
+        chunk.click()
+        lit = page.locator(".claim.lit")
+        assert lit.count() >= 1
+        assert all(c == chunk_id for c in [lit.nth(i).get_attribute("data-chunk")
+                                           for i in range(lit.count())])
+        # both answers, both pairwise orders
+        assert page.locator("#answer-a .answer").inner_text().strip()
+        assert page.locator("#answer-b .answer").inner_text().strip()
+        assert page.locator("#order-AB").count() == 1 and page.locator("#order-BA").count() == 1
+        # compare the two runs: per-metric deltas and the cases whose verdict changed
+        second = rep["second"]
+        f1 = {r["case_id"]: r for r in rep["per_case"]}
+        f2 = {r["case_id"]: r for r in second["per_case"]}
 
-            def verdict(row):
-                f = row.get("faithfulness_b")
-                return None if f is None else f >= 0.85
-            want = sorted(c for c in f1 if f1[c].get("pairwise") != f2[c].get("pairwise")
-                          or (verdict(f1[c]) is not None and verdict(f2[c]) is not None
-                              and verdict(f1[c]) != verdict(f2[c])))
-            assert want
-            page.goto(url)
-            page.fill("#run1", rep["run_id"])
-            page.fill("#run2", second["run_id"])
-            page.click("#compare-go")
-            page.wait_for_selector("#compare-metrics")
-            got = sorted(page.locator("tr.changed-case a").all_inner_texts())
-            assert got == want
-            pw_row = page.locator("#compare-metrics tr", has_text="pairwise").inner_text()
-            d1 = rep["metrics"]["pairwise"]["difference"]
-            d2 = second["metrics"]["pairwise"]["difference"]
-            assert f"{d1:+.3f}" in pw_row and f"{d2:+.3f}" in pw_row and f"{d2 - d1:+.3f}" in pw_row
-            page.screenshot(path=str(shots / "5-compare.png"), full_page=True)
-        finally:
-            browser.close()
+        def verdict(row):
+            f = row.get("faithfulness_b")
+            return None if f is None else f >= 0.85
+        want = sorted(c for c in f1 if f1[c].get("pairwise") != f2[c].get("pairwise")
+                      or (verdict(f1[c]) is not None and verdict(f2[c]) is not None
+                          and verdict(f1[c]) != verdict(f2[c])))
+        assert want
+        page.goto(url)
+        page.fill("#run1", rep["run_id"])
+        page.fill("#run2", second["run_id"])
+        page.click("#compare-go")
+        page.wait_for_selector("#compare-metrics")
+        got = sorted(page.locator("tr.changed-case a").all_inner_texts())
+        assert got == want
+        pw_row = page.locator("#compare-metrics tr", has_text="pairwise").inner_text()
+        d1 = rep["metrics"]["pairwise"]["difference"]
+        d2 = second["metrics"]["pairwise"]["difference"]
+        assert f"{d1:+.3f}" in pw_row and f"{d2:+.3f}" in pw_row and f"{d2 - d1:+.3f}" in pw_row
+        page.screenshot(path=str(shots / "5-compare.png"), full_page=True)
     print(f"screenshots: {shots}")
 
 
@@ -184,8 +177,7 @@ def _kappa(pairs):
 
 
 @pytest.mark.chromium
-def test_label_review_items_in_chromium_and_see_agreement_change(server, tmp_path):
-    pw = _browser()
+def test_label_review_items_in_chromium_and_see_agreement_change(chromium, server, tmp_path):
     from abtest.store import Store
 
     url, rep = server
@@ -197,74 +189,69 @@ def test_label_review_items_in_chromium_and_see_agreement_change(server, tmp_pat
     def judge_row(page, judge):
         return page.locator("#judge-validation tr", has=page.locator(f"td:text-is('{judge}')"))
 
-    with pw.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM),
-                                    args=["--no-sandbox", "--disable-dev-shm-usage"])
+    with chromium.pages() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{url}runs/{rid}")
+        # no labels yet: the run page's agreement table says so
+        assert judge_row(page, "faithfulness").inner_text().split("\t")[2].strip() == "0"
+        page.click("#review-link")
+        page.wait_for_selector("#no-items")
+        page.fill("#reviewer", "ann")
+        page.click("#reviewer-form button")
+        page.wait_for_selector("#draw")
+        page.click("#draw")   # the same draw as `abtest review export`
+        page.wait_for_selector("#review-progress")
+        n_items = page.locator("section.review-item").count()
+        assert page.inner_text("#review-progress") == f"0 of {n_items} labelled by ann"
+        # what the judge said about each claim item, from the store (hidden on the page)
+        s = Store(store_path, read_only=True, create=False)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{url}runs/{rid}")
-            # no labels yet: the run page's agreement table says so
-            assert judge_row(page, "faithfulness").inner_text().split("\t")[2].strip() == "0"
-            page.click("#review-link")
-            page.wait_for_selector("#no-items")
-            page.fill("#reviewer", "ann")
-            page.click("#reviewer-form button")
-            page.wait_for_selector("#draw")
-            page.click("#draw")   # the same draw as `abtest review export`
-            page.wait_for_selector("#review-progress")
-            n_items = page.locator("section.review-item").count()
-            assert page.inner_text("#review-progress") == f"0 of {n_items} labelled by ann"
-            # what the judge said about each claim item, from the store (hidden on the page)
-            s = Store(store_path, read_only=True, create=False)
-            try:
-                judge_says = {r["item_id"]: r["judge_label"] for r in s.review_items(rid)
-                              if r["judge"] == "faithfulness"}
-            finally:
-                s.close()
-            assert len(judge_says) >= 3 and len(set(judge_says.values())) == 2
-            claim_items = [i for i in page.locator("section.review-item").evaluate_all(
-                "els => els.map(e => e.dataset.item)") if i in judge_says]
-            assert sorted(claim_items) == sorted(judge_says)
-            # the page is blind: neither variant's name is on it (beyond the fixed task text)
-            body = page.inner_text("main").lower()
-            for task in page.locator(".task").all_inner_texts():
-                body = body.replace(task.lower(), "")
-            assert rep["variants"]["a"]["name"].lower() not in body
-            assert rep["variants"]["b"]["name"].lower() not in body
-            pairs = []
-            for k, item in enumerate(claim_items):
-                other = {"supported": "unsupported", "unsupported": "supported"}
-                given = other[judge_says[item]] if k == 0 else judge_says[item]
-                box = page.locator(f"section.review-item[data-item='{item}']")
-                box.locator(f"input[name=label][value={given}]").check()
-                box.locator("button[type=submit]").click()
-                page.wait_for_selector(f"section.review-item.done[data-item='{item}']")
-                pairs.append((judge_says[item], given))
-                if k == 0:
-                    page.screenshot(path=str(shots / "6-review-labelled.png"), full_page=True)
-            assert page.inner_text("#review-progress") == \
-                f"{len(claim_items)} of {n_items} labelled by ann"
-            page.click(".crumbs a.mono")
-            page.wait_for_selector("#judge-validation")
-            row = judge_row(page, "faithfulness").inner_text()
-            cells = row.split("\t")
-            assert cells[2].strip() == str(len(pairs))
-            # kappa and its interval in one cell, worded as on every page (fmt.kappa_text)
-            assert cells[3].strip().split(" ")[0] == f"{_kappa(pairs):.3f}"
-            assert judge_row(page, "pairwise").inner_text().split("\t")[2].strip() == "0"
-            page.screenshot(path=str(shots / "7-run-agreement.png"), full_page=True)
-            # the labels made the run's stored summary stale: the runs page asks for a fresh
-            # one after it renders, and shows the claim line of the report as it now is
-            now = json.loads(CliRunner().invoke(cli, ["report", rid, "--format", "json"]).stdout)
-            want = now["claim"]["sentence"] if now["claim"]["licensed"] else \
-                now["claim"]["reasons"][0]
-            page.goto(url)
-            page.wait_for_function("() => !document.querySelector('tr[data-pending]')")
-            row = page.locator("#runs-table tbody tr", has_text=rid)
-            assert want in row.locator(".claim-cell").inner_text()
-            assert row.locator(".gate-cell").inner_text() == now["gate"]["decision"]
+            judge_says = {r["item_id"]: r["judge_label"] for r in s.review_items(rid)
+                          if r["judge"] == "faithfulness"}
         finally:
-            browser.close()
+            s.close()
+        assert len(judge_says) >= 3 and len(set(judge_says.values())) == 2
+        claim_items = [i for i in page.locator("section.review-item").evaluate_all(
+            "els => els.map(e => e.dataset.item)") if i in judge_says]
+        assert sorted(claim_items) == sorted(judge_says)
+        # the page is blind: neither variant's name is on it (beyond the fixed task text)
+        body = page.inner_text("main").lower()
+        for task in page.locator(".task").all_inner_texts():
+            body = body.replace(task.lower(), "")
+        assert rep["variants"]["a"]["name"].lower() not in body
+        assert rep["variants"]["b"]["name"].lower() not in body
+        pairs = []
+        for k, item in enumerate(claim_items):
+            other = {"supported": "unsupported", "unsupported": "supported"}
+            given = other[judge_says[item]] if k == 0 else judge_says[item]
+            box = page.locator(f"section.review-item[data-item='{item}']")
+            box.locator(f"input[name=label][value={given}]").check()
+            box.locator("button[type=submit]").click()
+            page.wait_for_selector(f"section.review-item.done[data-item='{item}']")
+            pairs.append((judge_says[item], given))
+            if k == 0:
+                page.screenshot(path=str(shots / "6-review-labelled.png"), full_page=True)
+        assert page.inner_text("#review-progress") == \
+            f"{len(claim_items)} of {n_items} labelled by ann"
+        page.click(".crumbs a.mono")
+        page.wait_for_selector("#judge-validation")
+        row = judge_row(page, "faithfulness").inner_text()
+        cells = row.split("\t")
+        assert cells[2].strip() == str(len(pairs))
+        # kappa and its interval in one cell, worded as on every page (fmt.kappa_text)
+        assert cells[3].strip().split(" ")[0] == f"{_kappa(pairs):.3f}"
+        assert judge_row(page, "pairwise").inner_text().split("\t")[2].strip() == "0"
+        page.screenshot(path=str(shots / "7-run-agreement.png"), full_page=True)
+        # the labels made the run's stored summary stale: the runs page asks for a fresh
+        # one after it renders, and shows the claim line of the report as it now is
+        now = json.loads(CliRunner().invoke(cli, ["report", rid, "--format", "json"]).stdout)
+        want = now["claim"]["sentence"] if now["claim"]["licensed"] else \
+            now["claim"]["reasons"][0]
+        page.goto(url)
+        page.wait_for_function("() => !document.querySelector('tr[data-pending]')")
+        row = page.locator("#runs-table tbody tr", has_text=rid)
+        assert want in row.locator(".claim-cell").inner_text()
+        assert row.locator(".gate-cell").inner_text() == now["gate"]["decision"]
     # what the browser stored is what `review import` stores: the same rows, mapped alike
     s = Store(store_path, read_only=True, create=False)
     try:

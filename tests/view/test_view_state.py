@@ -11,26 +11,20 @@ import re
 import subprocess
 import time
 import urllib.request
-from pathlib import Path
 
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from support.browser import playwright_or_skip as _browser
 from support.cli import abtest_popen
 from support.viewstore import served
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
 ODD_IDS = ["..", ".", "a/b", "50%", "with space", "café-ü", "x/../y"]
 
 
-def test_runs_list_follows_a_running_run_without_a_reload(tmp_path, monkeypatch):
+def test_runs_list_follows_a_running_run_without_a_reload(chromium, tmp_path, monkeypatch):
     from support.fakes import brain_llm_server, llm_config, make_project, many_cases
 
-    pw = _browser()
     n = 10
     srv = brain_llm_server(latency=0.15, max_seconds=300)
     llm = srv.start()
@@ -45,7 +39,7 @@ def test_runs_list_follows_a_running_run_without_a_reload(tmp_path, monkeypatch)
         deadline = time.time() + 120
         while not store.exists() and time.time() < deadline:
             time.sleep(0.1)
-        with served(store) as url, pw.sync_playwright() as p:
+        with served(store) as url, chromium.pages() as browser:
             while time.time() < deadline:   # listed as running
                 try:
                     if "status-running" in urllib.request.urlopen(url).read().decode():
@@ -53,33 +47,29 @@ def test_runs_list_follows_a_running_run_without_a_reload(tmp_path, monkeypatch)
                 except Exception:
                     pass
                 time.sleep(0.2)
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-            try:
-                page = browser.new_page()
-                page.goto(url)
-                page.evaluate("window.__same = 1")   # gone if the page reloads
-                row = page.locator("tr", has=page.locator("a.run-link", has_text="run1"))
-                assert row.locator("td.status-running").count() == 1
-                seen = set()
-                while time.time() < deadline:
-                    txt = row.inner_text()
-                    m = re.search(rf"(\d+) of {n} cases finished", txt)
-                    if m:
-                        seen.add(int(m.group(1)))
-                    if row.locator("td.status-complete").count():
-                        break
-                    time.sleep(0.3)
-                assert proc.wait(60) == 0, proc.communicate()[1]
-                page.wait_for_selector("tr td.status-complete", timeout=15000)
-                assert page.evaluate("window.__same") == 1          # followed in place
-                assert len(seen) >= 2, seen                          # it moved as the run did
-                final = row.inner_text()
-                assert "running" not in final and "…" not in final
-                gate = json.loads(CliRunner().invoke(cli, ["report", "run1", "--format",
-                                                           "json"]).stdout)["gate"]["decision"]
-                assert row.locator("td.gate-cell").inner_text().strip() == gate
-            finally:
-                browser.close()
+            page = browser.new_page()
+            page.goto(url)
+            page.evaluate("window.__same = 1")   # gone if the page reloads
+            row = page.locator("tr", has=page.locator("a.run-link", has_text="run1"))
+            assert row.locator("td.status-running").count() == 1
+            seen = set()
+            while time.time() < deadline:
+                txt = row.inner_text()
+                m = re.search(rf"(\d+) of {n} cases finished", txt)
+                if m:
+                    seen.add(int(m.group(1)))
+                if row.locator("td.status-complete").count():
+                    break
+                time.sleep(0.3)
+            assert proc.wait(60) == 0, proc.communicate()[1]
+            page.wait_for_selector("tr td.status-complete", timeout=15000)
+            assert page.evaluate("window.__same") == 1          # followed in place
+            assert len(seen) >= 2, seen                          # it moved as the run did
+            final = row.inner_text()
+            assert "running" not in final and "…" not in final
+            gate = json.loads(CliRunner().invoke(cli, ["report", "run1", "--format",
+                                                       "json"]).stdout)["gate"]["decision"]
+            assert row.locator("td.gate-cell").inner_text().strip() == gate
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -95,10 +85,10 @@ def _odd_cases():
             for i, cid in enumerate(ODD_IDS)]
 
 
-def test_an_unfinished_runs_pages_show_progress_and_every_case_id_opens(tmp_path, monkeypatch):
+def test_an_unfinished_runs_pages_show_progress_and_every_case_id_opens(
+        chromium, tmp_path, monkeypatch):
     from support.fakes import Brain, install, make_project
 
-    pw = _browser()
     brain = Brain()
 
     def fail_one(messages, req):   # the pairwise judge fails on one case, in one order
@@ -118,42 +108,38 @@ def test_an_unfinished_runs_pages_show_progress_and_every_case_id_opens(tmp_path
     assert any(x.startswith("pairwise AB: ") for x in rep["unfinished_reasons"]["50%"])
     n_fin, n = rep["n_finished"], rep["n_cases"]
     assert 0 < n_fin < n
-    with served(proj / "results" / "abtest.duckdb") as url, pw.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            page = browser.new_page()
-            page.goto(f"{url}runs/odd")
-            assert page.inner_text("#progress-line").startswith(f"incomplete: {n_fin} of {n} "
-                                                                 "cases finished")
-            body = page.inner_text("main")
-            assert "No metric was measured" not in body and "No check applied" not in body
-            assert f"{n_fin} of {n} cases finished" in page.inner_text("#metrics-progress")
-            assert "abtest run --fixture" in body and "--resume" in body
-            # the full report of the unfinished run says the same: what exists, labelled
-            page.click("#report-link")
+    with served(proj / "results" / "abtest.duckdb") as url, chromium.pages() as browser:
+        page = browser.new_page()
+        page.goto(f"{url}runs/odd")
+        assert page.inner_text("#progress-line").startswith(f"incomplete: {n_fin} of {n} "
+                                                             "cases finished")
+        body = page.inner_text("main")
+        assert "No metric was measured" not in body and "No check applied" not in body
+        assert f"{n_fin} of {n} cases finished" in page.inner_text("#metrics-progress")
+        assert "abtest run --fixture" in body and "--resume" in body
+        # the full report of the unfinished run says the same: what exists, labelled
+        page.click("#report-link")
+        page.wait_for_load_state()
+        full = page.inner_text("body")
+        assert "No metric was measured" not in full and "No check applied" not in full
+        assert f"incomplete: {n_fin} of {n} cases finished" in \
+            page.inner_text("#metrics-progress")
+        assert "pairwise" in page.inner_text("#metrics-progress")
+        # every case opens from its link in the cases list, by a real click
+        for cid in ODD_IDS:
+            page.goto(f"{url}runs/odd/cases")
+            link = page.locator("a.case-link", has_text=re.compile(rf"^{re.escape(cid)}$"))
+            assert link.count() == 1, cid
+            link.click()
             page.wait_for_load_state()
-            full = page.inner_text("body")
-            assert "No metric was measured" not in full and "No check applied" not in full
-            assert f"incomplete: {n_fin} of {n} cases finished" in \
-                page.inner_text("#metrics-progress")
-            assert "pairwise" in page.inner_text("#metrics-progress")
-            # every case opens from its link in the cases list, by a real click
-            for cid in ODD_IDS:
-                page.goto(f"{url}runs/odd/cases")
-                link = page.locator("a.case-link", has_text=re.compile(rf"^{re.escape(cid)}$"))
-                assert link.count() == 1, cid
-                link.click()
-                page.wait_for_load_state()
-                crumbs = page.inner_text("p.crumbs")
-                assert crumbs.rstrip().endswith(cid), (cid, page.url, crumbs)
-                i = ODD_IDS.index(cid)
-                assert page.inner_text("#question") == f"What is fact {i}?", (cid, page.url)
-            # the abstention judge's own reason shows beside its verdict (the fake judge's
-            # honest rule: an answer that states the fact answers the question)
-            assert page.inner_text("#abstention-b") == \
-                "abstention judge: answered — it states an answer"
-        finally:
-            browser.close()
+            crumbs = page.inner_text("p.crumbs")
+            assert crumbs.rstrip().endswith(cid), (cid, page.url, crumbs)
+            i = ODD_IDS.index(cid)
+            assert page.inner_text("#question") == f"What is fact {i}?", (cid, page.url)
+        # the abstention judge's own reason shows beside its verdict (the fake judge's
+        # honest rule: an answer that states the fact answers the question)
+        assert page.inner_text("#abstention-b") == \
+            "abstention judge: answered — it states an answer"
 
 
 def test_the_judges_abstention_reason_shows_only_after_the_reviewers_label(tmp_path,
