@@ -582,6 +582,7 @@ class FakeLLMServer:
 
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)   # notified at every request
         self._stop_event = threading.Event()   # wakes sleeping/hanging handlers
         self._stop_lock = threading.Lock()
         self._httpd: _HTTPServer | None = None
@@ -668,7 +669,14 @@ class FakeLLMServer:
             self.requests.append({"ts": now, "path": path, "hash": h, "attempt": attempt,
                                   "fault": None, "body": body})
             idx = len(self.requests) - 1
+            self._arrived.notify_all()
         return h, attempt, idx
+
+    def wait_for_requests(self, n: int, timeout: float) -> bool:
+        """True once `n` requests have arrived, False if `timeout` seconds pass first: a
+        caller waits for what the server saw instead of guessing a time."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: len(self.requests) >= n, timeout)
 
     def _choose_fault(self, h: str, attempt: int) -> str | None:
         if attempt < self.fault_first_n:
@@ -798,6 +806,17 @@ class FakeLLMServer:
             self.batches[bid] = {"batch": batch, "lines": lines,
                                  "due": time.monotonic() + self.batch_seconds}
         return 200, batch
+
+    def make_batches_due(self) -> int:
+        """Every batch created so far is due now (a test's clock, instead of waiting out
+        batch_seconds); the number made due. A batch does its requests when next read."""
+        with self._lock:
+            n = 0
+            for entry in self.batches.values():
+                if entry["batch"]["status"] == "in_progress":
+                    entry["due"] = time.monotonic()
+                    n += 1
+            return n
 
     def read_batch(self, bid: str) -> dict | None:
         """The batch as it is now: it does its requests once it is due."""

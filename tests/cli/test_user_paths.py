@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from abtest.cli import cli
 from abtest.llm import embedded
 from support.fakes import CONFIG, Brain, install, make_project
+from support.waiting import wait_until
 
 LOCAL = CONFIG.replace("fake/gen", "local/default")
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
@@ -111,7 +112,6 @@ def test_serve_demo_answers_with_the_configured_server(tmp_path, monkeypatch):
     import json
     import socket
     import threading
-    import time
     import urllib.request
 
     import fake_llm_server as fls  # scripts/ is on the tests' path (conftest)
@@ -133,17 +133,17 @@ def test_serve_demo_answers_with_the_configured_server(tmp_path, monkeypatch):
                   "--max-requests", "1", "--max-seconds", "30"])))
         t.start()
         body = json.dumps({"message": "Who was Rollo?"}).encode()
-        for _ in range(100):
+
+        def chat():
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/chat", data=body,
+                                         headers={"Content-Type": "application/json"})
             try:
-                req = urllib.request.Request(f"http://127.0.0.1:{port}/chat", data=body,
-                                             headers={"Content-Type": "application/json"})
                 with urllib.request.urlopen(req, timeout=10) as resp:
-                    answer = json.loads(resp.read())
-                break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            raise AssertionError("serve-demo never listened")
+                    return json.loads(resp.read())
+            except OSError:     # not listening yet
+                return None
+
+        answer = wait_until(chat, 30, "serve-demo to listen and answer", every=0.05)
         t.join(30)
         assert len(llm.requests) == 1 and llm.requests[0]["path"].endswith("/chat/completions")
     r = out["r"]

@@ -11,8 +11,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = textwrap.dedent("""
-    import sys, threading, time
+    import sys, threading
     sys.path[:0] = [sys.argv[1], sys.argv[2]]
+    started = threading.Event()   # slowmod sets it as its import begins
 
     class Finalized:
         def __del__(self):        # litellm's HTTP handlers import a module in __del__
@@ -26,14 +27,15 @@ SCRIPT = textwrap.dedent("""
         background.start(imp, "slow-import")
     else:
         threading.Thread(target=imp, daemon=True).start()
-    time.sleep(0.2)              # the import is under way, holding slowmod's lock
+    assert started.wait(5)       # the import is under way, holding slowmod's lock
     x = Finalized(); x.me = x; del x     # only the collector at shutdown finalizes it
     print("exiting", flush=True)
 """)
 
 
 def _exit_of(tmp_path: Path, how: str) -> int | None:
-    (tmp_path / "slowmod.py").write_text("import time\ntime.sleep(1.5)\n")
+    (tmp_path / "slowmod.py").write_text(
+        "import time, __main__\n__main__.started.set()\ntime.sleep(1.5)\n")
     (tmp_path / "main.py").write_text(SCRIPT)
     try:
         return subprocess.run([sys.executable, str(tmp_path / "main.py"), str(tmp_path),

@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 
 import pytest
 
@@ -142,18 +141,21 @@ def test_requests_no_batch_or_single_call_answers_leave_the_run_incomplete(tmp_p
 
 
 def test_no_wait_exits_3_while_a_batch_is_out_and_resume_finishes_it(tmp_path):
-    with FakeLLMServer(max_seconds=300, batch_seconds=0.5) as srv:
+    with FakeLLMServer(max_seconds=300, batch_seconds=600) as srv:
         proj = _batch_project(tmp_path, srv)
         r = _abtest(proj, *RUN, "--run-id", "b4", "--batch", "--no-wait")
         assert r.returncode == 3, r.stderr
         assert "waiting for 1 batch(es)" in r.stderr and "--resume --batch" in r.stderr
         assert _report(proj, "b4")["status"] == "incomplete"
-        for _ in range(20):
-            time.sleep(0.6)
+        # still out: a resume without waiting says so again
+        r = _abtest(proj, *RUN, "--run-id", "b4", "--resume", "--batch", "--no-wait")
+        assert r.returncode == 3 and "waiting for" in r.stderr, r.stderr
+        for _stage in range(4):   # generations, then the judges' calls (and their repairs)
+            assert srv.make_batches_due() == 1   # the provider's clock moves on: batch done
             r = _abtest(proj, *RUN, "--run-id", "b4", "--resume", "--batch", "--no-wait")
             if r.returncode != 3:
                 break
-            assert "waiting for" in r.stderr, r.stderr
+            assert "waiting for 1 batch(es)" in r.stderr, r.stderr
         assert r.returncode in (0, 1), r.stderr
         assert _chat_paths(srv)[1] == []
     assert _report(proj, "b4")["status"] == "complete"

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -425,6 +424,9 @@ def test_python_retriever(tmp_path):
             [("q", "hi")], 3)
 
 
+_SLOW_RELEASE = threading.Event()   # /slow answers once the test has seen its timeout
+
+
 class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
@@ -432,7 +434,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if self.path == "/slow":
-            time.sleep(1.0)
+            _SLOW_RELEASE.wait(30)
         if self.path == "/auth" and self.headers.get("Authorization") != "Bearer s3cret":
             return self._send(401, b'{"error": "no"}')
         if self.path == "/notjson":
@@ -470,6 +472,7 @@ def server():
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     yield f"http://127.0.0.1:{srv.server_address[1]}"
+    _SLOW_RELEASE.set()      # a test that failed before it released /slow
     srv.shutdown()
     srv.server_close()
 
@@ -506,6 +509,7 @@ def test_http_retriever(server, monkeypatch):
             get_retriever(server + path, base_dir=".", retries=0).retrieve_many([("q", "x")], 1)
     with pytest.raises(IncompleteRunError, match="unreachable"):
         get_retriever(server + "/slow", base_dir=".", timeout=0.2).retrieve_many([("q", "x")], 1)
+    _SLOW_RELEASE.set()
 
 
 def test_http_connection_refused():

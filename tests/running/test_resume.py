@@ -53,8 +53,9 @@ def test_sigkill_then_resume_repeats_no_finished_call(tmp_path, server, monkeypa
     for threshold in (15, 60):  # kill twice, at different points
         proc = abtest(*run, *(["--resume"] if kills else []), env=env, wait=False)
         deadline = time.time() + 60
-        while len(srv.requests) < threshold and time.time() < deadline and proc.poll() is None:
-            time.sleep(0.005)
+        while not srv.wait_for_requests(threshold, timeout=0.5) and time.time() < deadline \
+                and proc.poll() is None:
+            pass
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         kills += 1

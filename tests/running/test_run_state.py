@@ -29,6 +29,7 @@ from click.testing import CliRunner
 from abtest.cli import cli
 from support.fakes import brain_responder, llm_config, make_project, many_cases
 from support.cli import abtest_popen, abtest_run, with_abtest_on_path
+from support.waiting import wait_until
 
 N = 6            # every case in flight at once (concurrency 2, two models: 8 workers)
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
@@ -70,6 +71,12 @@ class Valve:
                 self.cond.notify_all()
                 self.cond.wait_for(lambda: self.allow.get(model) is None, timeout=60)
         return brain_responder(body)
+
+    def answered(self) -> int:
+        """Requests let through so far (each is answered at once: no latency)."""
+        with self.cond:
+            return sum(n if self.allow.get(m) is None else min(n, self.allow[m])
+                       for m, n in self.seen.items())
 
     def wait_held(self, timeout: float = 60) -> None:
         with self.cond:
@@ -116,6 +123,18 @@ def store_counts(store_path: Path, run_id: str, fixture: Path) -> tuple[int, str
         if {(c["id"], "A"), (c["id"], "B")} <= set(gens) and need <= have:
             done += 1
     return done, status
+
+
+def saved_so_far(store_path: Path) -> int:
+    """Calls answered without error in the store of a run still writing it (abtest's own
+    read, which the writing process serves)."""
+    from abtest.store import Store
+
+    s = Store(store_path, read_only=True, create=False)
+    try:
+        return s.query("SELECT count(*) AS n FROM llm_calls WHERE error IS NULL")[0]["n"]
+    finally:
+        s.close()
 
 
 def saved_calls(store_path: Path) -> dict[str, int]:
@@ -183,7 +202,9 @@ def test_stopped_run_is_told_the_same_everywhere_and_resumes_from_anywhere(
                         text=True)
     try:
         valve.wait_held()
-        time.sleep(0.8)   # what was answered lands in the store
+        # what the provider answered lands in the store (read through the running writer)
+        wait_until(lambda: saved_so_far(proj / "results" / "abtest.duckdb") >= valve.answered(),
+                   60, "the answered calls in the store")
         proc.send_signal(SIGNALS[sig])
         if sig != "SIGKILL":
             time.sleep(0.3)

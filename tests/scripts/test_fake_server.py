@@ -191,7 +191,7 @@ def test_timeout_fault_hangs_without_blocking_and_stops_promptly():
         status, _, _ = post(url, chat_body("hang me"), timeout=2)
         assert status == 200 and time.monotonic() - t0 < 0.5
         t.start()  # attempt 0 of another hash: hangs until stop
-        time.sleep(0.1)
+        assert srv.wait_for_requests(3, timeout=10)   # it has arrived and hangs
     finally:
         t0 = time.monotonic()
         srv.stop()

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from abtest.cli import cli
 from support.fakes import make_project
+from support.waiting import wait_until
 from support.cli import abtest_popen, abtest_run   # real `abtest` processes, preloaded
 from support.fakes import brain_llm_server as FakeLLMServer, llm_config as config, many_cases, run_results as results
 
@@ -26,7 +27,23 @@ def test_report_history_and_view_work_while_a_run_writes(tmp_path, monkeypatch):
     from abtest.store.readers import sidecar
     from abtest.view.app import create_app
 
-    srv = FakeLLMServer(latency=0.15, max_seconds=300)
+    import itertools
+    import threading
+
+    from support.fakes import _Server, brain_responder
+
+    # the provider answers the first 30 requests (two cases or more) and holds the rest
+    # until the reads below are done: the run is still writing while they read, however
+    # slow this machine is, and then finishes at once
+    release = threading.Event()
+    numbers = itertools.count()
+
+    def held_after_30(body):
+        if next(numbers) >= 30:
+            release.wait(120)
+        return brain_responder(body)
+
+    srv = _Server(responder=held_after_30, latency=0.0, max_seconds=300)
     url = srv.start()
     try:
         proj = make_project(tmp_path / "p", many_cases(16),
@@ -37,17 +54,14 @@ def test_report_history_and_view_work_while_a_run_writes(tmp_path, monkeypatch):
         proc = abtest_popen([*RUN, "--run-id", "live1"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
         try:
-            deadline = time.time() + 120
-            seen = None
-            while time.time() < deadline and proc.poll() is None:
+            def two_finished():
+                assert proc.poll() is None, "the run ended before it was read"
                 r = CliRunner().invoke(cli, ["report", "live1", "--format", "json"])
-                if r.exit_code == 0:
-                    rep = json.loads(r.stdout)
-                    if rep["n_finished"] >= 2:
-                        seen = rep
-                        break
-                time.sleep(0.2)
-            assert seen is not None and proc.poll() is None, "no read while the run was writing"
+                return r.exit_code == 0 and json.loads(r.stdout)["n_finished"] >= 2 and \
+                    json.loads(r.stdout)
+
+            seen = wait_until(two_finished, 120, "a read of the running run with 2 cases "
+                                                  "finished", every=0.1)
             assert sidecar(store).exists()
             # mid-run: the run is unfinished, so nothing is estimated, but what is saved shows
             assert seen["status"] == "running" and 2 <= seen["n_finished"] < 16
@@ -60,7 +74,9 @@ def test_report_history_and_view_work_while_a_run_writes(tmp_path, monkeypatch):
             # what cannot be served over the wire says so, in one line
             e = CliRunner().invoke(cli, ["export", "live1", "--out", "exp"])
             assert e.exit_code == 2 and "export once it finishes" in e.stderr
+            assert proc.poll() is None    # every read above was of the run as it wrote
         finally:
+            release.set()
             out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
     finally:
@@ -152,7 +168,7 @@ real_migrate = Store._migrate
 def slow_migrate(self):   # a writer that has taken the file but does not listen yet
     real_migrate(self)
     print("locked", flush=True)
-    time.sleep(3)
+    sys.stdin.readline()  # until the test has seen a reader wait for it
 
 Store._migrate = slow_migrate
 s = Store(path)
@@ -180,8 +196,9 @@ def test_a_reader_waits_for_a_starting_writer_instead_of_being_refused(tmp_path,
     assert r.exit_code == 0, r.stderr
     want = json.loads(CliRunner().invoke(cli, ["report", "one", "--format", "json"]).stdout)
     store = proj / "results" / "abtest.duckdb"
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(store), "4"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(store), "1"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
     try:
         assert writer.stdout.readline().strip() == "locked", writer.stderr.read()
         # an address a dead writer left (a live pid, a closed port), as after a kill -9 of a
@@ -195,17 +212,28 @@ def test_a_reader_waits_for_a_starting_writer_instead_of_being_refused(tmp_path,
         sidecar(store).write_text(json.dumps({"pid": os.getpid(), "token": "0" * 32,
                                               "url": f"http://127.0.0.1:{dead_port}/rows"}))
         t0 = time.monotonic()
-        rep = abtest_run(["report", "one", "--format", "json"], timeout=120)
+        reader = abtest_popen(["report", "one", "--format", "json"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+        said = []
+        for line in reader.stderr:          # the progress line, while the writer is deaf
+            said.append(line)
+            if "waiting for it to answer reads" in line:
+                break
+        assert said and "waiting for it to answer reads" in said[-1], said
+        writer.stdin.write("listen\n")      # now the writer answers reads
+        writer.stdin.flush()
+        out, err = reader.communicate(timeout=120)
         waited = time.monotonic() - t0
-        assert rep.returncode == 0, rep.stderr
-        got = json.loads(rep.stdout)
+        assert reader.returncode == 0, err
+        got = json.loads(out)
         for k in ("generated_at",):
             got.pop(k), want.pop(k, None)
         assert got == {k: v for k, v in want.items() if k != "generated_at"}
-        assert "waiting for it to answer reads" in rep.stderr   # the progress line
         assert writer.poll() is None and waited < 60            # read while the writer ran
     finally:
-        out, err = writer.communicate(timeout=60)
+        # "listen" again for a test that failed before it let the writer on (a second line
+        # is never read); closing stdin is communicate's
+        out, err = writer.communicate("listen\n", timeout=60)
     assert writer.returncode == 0, err
     assert "listening" in out
 

@@ -16,6 +16,7 @@ import pytest
 
 from support.cli import abtest_popen, python_popen, with_abtest_on_path
 from support.viewstore import served
+from support.waiting import wait_until
 
 # three runs back to back, each with its own wording of A (so none answers from the cache)
 RUNS = """
@@ -53,8 +54,7 @@ def test_pages_read_every_tenth_of_a_second_as_runs_end_never_say_interrupted(
     seen_running: set[str] = set()
     try:
         deadline = time.time() + 240
-        while not store.exists() and time.time() < deadline:
-            time.sleep(0.05)
+        wait_until(store.exists, 240, "the run's store")
         with served(store, poll_ms=100) as url, chromium.pages() as browser:
             listing = browser.new_page()
             listing.goto(url)
@@ -112,15 +112,13 @@ def test_an_interrupted_runs_page_follows_a_resume_by_another_process_to_its_end
     first = abtest_popen([*RUN, "--run-id", "r9"], cwd=proj, env=env,   # a real process, preloaded
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.time() + 240
-        while not store.exists() and time.time() < deadline:
-            time.sleep(0.05)
+        wait_until(store.exists, 240, "the run's store")
         with served(store, poll_ms=200) as url:
-            while time.time() < deadline:   # a case or two finished, then kill -9
+            def two_finished():   # a case or two finished, then kill -9
                 got = _get(f"{url}runs/r9/progress")
-                if got and json.loads(got)["finished"] >= 2:
-                    break
-                time.sleep(0.05)
+                return got and json.loads(got)["finished"] >= 2
+
+            wait_until(two_finished, 240, "two finished cases of r9", every=0.05)
             first.kill()
             first.wait(30)
             with chromium.pages() as browser:

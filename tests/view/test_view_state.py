@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from abtest.cli import cli
 from support.cli import abtest_popen
 from support.viewstore import served
+from support.waiting import wait_until
 
 RUN = ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml", "--b", "variants/b.yaml"]
 ODD_IDS = ["..", ".", "a/b", "50%", "with space", "café-ü", "x/../y"]
@@ -37,16 +38,15 @@ def test_runs_list_follows_a_running_run_without_a_reload(chromium, tmp_path, mo
                         stderr=subprocess.PIPE, text=True, env=env)   # a real process, preloaded
     try:
         deadline = time.time() + 120
-        while not store.exists() and time.time() < deadline:
-            time.sleep(0.1)
+        wait_until(store.exists, 120, "the run's store")
         with served(store) as url, chromium.pages() as browser:
-            while time.time() < deadline:   # listed as running
+            def listed_running():
                 try:
-                    if "status-running" in urllib.request.urlopen(url).read().decode():
-                        break
-                except Exception:
-                    pass
-                time.sleep(0.2)
+                    return "status-running" in urllib.request.urlopen(url).read().decode()
+                except OSError:
+                    return False
+
+            wait_until(listed_running, 120, "run1 listed as running", every=0.2)
             page = browser.new_page()
             page.goto(url)
             page.evaluate("window.__same = 1")   # gone if the page reloads
@@ -60,7 +60,7 @@ def test_runs_list_follows_a_running_run_without_a_reload(chromium, tmp_path, mo
                     seen.add(int(m.group(1)))
                 if row.locator("td.status-complete").count():
                     break
-                time.sleep(0.3)
+                page.wait_for_timeout(300)   # the next sample of the row
             assert proc.wait(60) == 0, proc.communicate()[1]
             page.wait_for_selector("tr td.status-complete", timeout=15000)
             assert page.evaluate("window.__same") == 1          # followed in place

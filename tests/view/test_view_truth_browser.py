@@ -19,6 +19,7 @@ from support.viewtruth import incidents_from_rows as _incidents_from_rows
 from support.viewtruth import incidents_store as _incidents_store
 from support.viewtruth import plots_store as _plots_store, shots as _shots
 from support.viewtruth import text as _text
+from support.waiting import wait_until
 
 
 def _won_from_rows(path, run_id):
@@ -296,7 +297,6 @@ def test_a_running_runs_pages_show_progress_follow_it_and_never_say_resume(
         chromium, tmp_path, monkeypatch):
     import re
     import subprocess
-    import time
     import urllib.request
 
     from support.fakes import make_project
@@ -315,18 +315,16 @@ def test_a_running_runs_pages_show_progress_follow_it_and_never_say_resume(
                         stderr=subprocess.PIPE, text=True, env=env)   # a real process, preloaded
     shots = _shots(tmp_path)
     try:
-        deadline = time.time() + 120
-        while not store.exists() and time.time() < deadline:
-            time.sleep(0.1)
+        wait_until(store.exists, 120, "the run's store")
         with served(store) as url, chromium.pages() as browser:
-            while time.time() < deadline:   # the run has started and finished a case
+            def a_case_finished():   # the run has started and finished a case
                 try:
                     page_html = urllib.request.urlopen(url + "runs/run1").read().decode()
-                    if re.search(r"[1-9]\d*\s*(of|/)\s*\d+ (cases )?finished", page_html):
-                        break
-                except Exception:
-                    pass
-                time.sleep(0.2)
+                except OSError:
+                    return False
+                return re.search(r"[1-9]\d*\s*(of|/)\s*\d+ (cases )?finished", page_html)
+
+            wait_until(a_case_finished, 120, "a finished case on run1's page", every=0.2)
             assert proc.poll() is None, proc.communicate()[1]
             page = browser.new_page(viewport={"width": 1440, "height": 900})
             polls: list[float] = []
