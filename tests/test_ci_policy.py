@@ -59,27 +59,27 @@ SLEEPS_ALLOWED = {
 
 
 def _sleeps() -> list[tuple[str, str, int]]:
+    """(file, enclosing function, line) of every time.sleep / sleep call in the tests."""
     import ast
 
     root = Path(__file__).parent
-    found = []
+    found: list[tuple[str, str, int]] = []
+
+    def visit(node, rel: str, fn: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            name = child.name if isinstance(child, (ast.FunctionDef,
+                                                    ast.AsyncFunctionDef)) else fn
+            if isinstance(child, ast.Call):
+                f = child.func
+                if (isinstance(f, ast.Attribute) and f.attr == "sleep"
+                        and isinstance(f.value, ast.Name) and f.value.id == "time") or \
+                        (isinstance(f, ast.Name) and f.id == "sleep"):
+                    found.append((rel, fn, child.lineno))
+            visit(child, rel, name)
+
     for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root.parent).as_posix()
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-
-        def visit(node, fn):
-            for child in ast.iter_child_nodes(node):
-                name = child.name if isinstance(child, (ast.FunctionDef,
-                                                        ast.AsyncFunctionDef)) else fn
-                if isinstance(child, ast.Call):
-                    f = child.func
-                    if (isinstance(f, ast.Attribute) and f.attr == "sleep"
-                            and isinstance(f.value, ast.Name) and f.value.id == "time") or \
-                            (isinstance(f, ast.Name) and f.id == "sleep"):
-                        found.append((rel, fn, child.lineno))
-                visit(child, name)
-
-        visit(tree, "<module>")
+        visit(ast.parse(path.read_text(encoding="utf-8")),
+              path.relative_to(root.parent).as_posix(), "<module>")
     return found
 
 

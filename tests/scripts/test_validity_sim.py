@@ -124,6 +124,10 @@ def server():
 
 
 def _e2e(name, server, tmp_path, n=140, seed=7000):
+    """One end-to-end experiment through the CLI: over HTTP against the loopback `server`,
+    or, with server None, in this process (the world answers through litellm's
+    custom-provider path: the same code without the wire, 6 s instead of 9–12 s). One
+    scenario goes over HTTP here; scripts/validity_sim.py runs every one over HTTP."""
     # 140 cases: 35 unanswerable, enough for the 0.10 abstention margin's floor (33)
     sc = SC[name]
     pop = V.population_truth(sc, n=20_000)
@@ -135,12 +139,13 @@ def _e2e(name, server, tmp_path, n=140, seed=7000):
     return r, pop
 
 
-def test_e2e_null_is_not_licensed(server, tmp_path):
-    r, _ = _e2e("null", server, tmp_path)
+def test_e2e_null_is_not_licensed(tmp_path):
+    r, _ = _e2e("null", None, tmp_path)
     assert not r["claim"]["licensed"]
 
 
 def test_e2e_true_effect_is_licensed_with_the_true_rates(server, tmp_path):
+    # the one scenario over HTTP: the wire path (litellm's OpenAI client, the fake server)
     r, pop = _e2e("true_effect", server, tmp_path)
     assert r["claim"]["licensed"], r["claim"]["reasons"]
     f, t = r["metrics"]["faithfulness"], r["truth"]
@@ -149,8 +154,8 @@ def test_e2e_true_effect_is_licensed_with_the_true_rates(server, tmp_path):
     assert r["claim"]["sentence"].startswith("Given these contexts, variant B was more faithful")
 
 
-def test_e2e_selective_refusal_is_never_licensed(server, tmp_path):
-    r, _ = _e2e("selective_refusal", server, tmp_path)
+def test_e2e_selective_refusal_is_never_licensed(tmp_path):
+    r, _ = _e2e("selective_refusal", None, tmp_path)
     m = r["metrics"]
     # the trap fired: B looks more faithful, significantly, because it refused its worst cases
     assert m["faithfulness"]["direction"] == "B"
@@ -162,8 +167,8 @@ def test_e2e_selective_refusal_is_never_licensed(server, tmp_path):
     assert m["faithfulness"]["drop_bound"]["imputed_b"] == sum(answerable[c] for c in b_only) > 0
 
 
-def test_e2e_soft_refusal_is_an_abstention_and_never_licensed(server, tmp_path):
-    r, _ = _e2e("soft_refusal", server, tmp_path)
+def test_e2e_soft_refusal_is_an_abstention_and_never_licensed(tmp_path):
+    r, _ = _e2e("soft_refusal", None, tmp_path)
     m, t, rep = r["metrics"], r["truth"], r["report"]
     # the trap fired: each soft refusal's side fact was extracted and verified (it scores
     # 1.0, so B looks more faithful), and each is an abstention all the same
@@ -179,8 +184,8 @@ def test_e2e_soft_refusal_is_an_abstention_and_never_licensed(server, tmp_path):
     assert "refusals on answerable cases rose" in " ".join(r["claim"]["reasons"])
 
 
-def test_e2e_hedged_hallucination_is_scored_an_incident_and_fails_the_gate(server, tmp_path):
-    r, _ = _e2e("hedged_hallucination", server, tmp_path)
+def test_e2e_hedged_hallucination_is_scored_an_incident_and_fails_the_gate(tmp_path):
+    r, _ = _e2e("hedged_hallucination", None, tmp_path)
     t = r["truth"]
     assert r["metrics"]["faithfulness"]["b"] == pytest.approx(t["faith_b"])
     assert t["faith_b"] < 0.9
@@ -192,8 +197,8 @@ def test_e2e_hedged_hallucination_is_scored_an_incident_and_fails_the_gate(serve
     assert r["metrics"]["abstention"]["answerable"]["b"] == 0.0
 
 
-def test_e2e_noisy_claim_verifier_fails_validation(server, tmp_path):
-    r, _ = _e2e("noisy_verifier", server, tmp_path)
+def test_e2e_noisy_claim_verifier_fails_validation(tmp_path):
+    r, _ = _e2e("noisy_verifier", None, tmp_path)
     val = r["report"]["judge_validation"]
     assert not val["faithfulness"]["validated"] and val["faithfulness"]["n_labels"] >= 30
     assert val["coverage"]["validated"] and val["abstention"]["validated"]
@@ -201,8 +206,8 @@ def test_e2e_noisy_claim_verifier_fails_validation(server, tmp_path):
     assert any(x.startswith("faithfulness judge not validated") for x in r["claim"]["reasons"])
 
 
-def test_e2e_length_biased_judge_never_a_clean_b_win(server, tmp_path):
-    r, _ = _e2e("length_biased_judge", server, tmp_path, n=200)
+def test_e2e_length_biased_judge_never_a_clean_b_win(tmp_path):
+    r, _ = _e2e("length_biased_judge", None, tmp_path, n=200)
     pw = r["metrics"]["pairwise"]
     # the trap fired: B "won" pairwise, significantly, only by being longer
     assert pw["direction"] == "B" and pw["a_wins"] == 0 < pw["b_wins"]
@@ -211,8 +216,8 @@ def test_e2e_length_biased_judge_never_a_clean_b_win(server, tmp_path):
     assert lb["caveat"].startswith("B's preference cannot be separated from answer length")
 
 
-def test_e2e_position_biased_judge_diagnostics_match_the_truth(server, tmp_path):
-    r, pop = _e2e("position_biased_judge", server, tmp_path)
+def test_e2e_position_biased_judge_diagnostics_match_the_truth(tmp_path):
+    r, pop = _e2e("position_biased_judge", None, tmp_path)
     pw = r["metrics"]["pairwise"]
     n = pw["n"]
     for key, got in (("position_consistency", pw["position_consistency"]["estimate"]),
