@@ -73,6 +73,34 @@ def built(tmp_path_factory):
     return Built(tmp_path_factory.mktemp)
 
 
+def _small_run(root):
+    from click.testing import CliRunner
+
+    from abtest.cli import cli
+    from support.fakes import Brain, install, make_project
+
+    b = install(Brain())
+    make_project(root)
+    r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
+                                 "--b", "variants/b.yaml"])
+    assert r.exit_code == 0, r.stderr
+    return r.stdout.strip().splitlines()[-1], b.calls
+
+
+@pytest.fixture
+def ran(built, tmp_path, monkeypatch, brain):
+    """The small fixture's run of the default project, as if this test had run it in its own
+    folder `tmp_path / "p"` (its working directory; built once per process and copied): the
+    run's id. `brain` is the installed fake provider, its `calls` those of the run."""
+    from support.fakes import install
+
+    p, (run_id, calls) = built.copy("small-run", _small_run, tmp_path / "p")
+    install(brain)
+    brain.calls.extend(calls)
+    monkeypatch.chdir(p)
+    return run_id
+
+
 @pytest.fixture(scope="module")
 def chromium():
     """One headless Chromium per test module and process; a test opens its pages with

@@ -215,15 +215,13 @@ def test_abstention_verdict_is_the_judges(tmp_path, brain, said):
     assert json.loads(row["result_json"])["n_claims"] == 2
 
 
-def test_judge_prompts_hashed_into_judgments(project, brain):
+def test_judge_prompts_hashed_into_judgments(ran):
     from abtest.core.config import load_config
     from abtest.judges.common import load_prompt
     from abtest.store import Store
 
-    r = CliRunner().invoke(cli, ["run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
-                                 "--b", "variants/b.yaml"])
     s = Store(load_config().store_path, read_only=True)
-    rows = s.judgments(r.stdout.strip().splitlines()[-1], "pairwise")
+    rows = s.judgments(ran, "pairwise")
     s.close()
     assert {x["prompt_sha256"] for x in rows} == {load_prompt("pairwise_v1").sha256}
 

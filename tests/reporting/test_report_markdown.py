@@ -24,12 +24,8 @@ def _summary_table(md: str) -> list[list[str]]:
     return table
 
 
-def test_markdown_has_score_summaries_table(project):
-    install(Brain())
-    code, out, err = invoke("run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
-                            "--b", "variants/b.yaml")
-    assert code == 0, err
-    run_id = out.strip().splitlines()[-1]
+def test_markdown_has_score_summaries_table(ran):
+    run_id = ran
     rep = json.loads(invoke("report", run_id, "--format", "json")[1])
     code, md, _ = invoke("report", run_id)
     assert code == 0

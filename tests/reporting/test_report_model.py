@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -108,22 +109,16 @@ def test_a_report_is_frozen_and_a_read_reports_shape_is_taken_once():
     assert m.as_dict() == shape and m.as_dict() is not shape  # a copy to change
 
 
-def test_rendering_every_format_leaves_the_shared_shape_as_it_was_built(project):
+def test_rendering_every_format_leaves_the_shared_shape_as_it_was_built(ran):
     """Every renderer reads the one dict a built report keeps (json_shape), so none may change
     it: after all of them, and the stored summary, it is still the model's dump."""
     from abtest.reporting import build_report, render
     from abtest.reporting.model import json_shape, shape_difference
     from abtest.reporting.summary import summarize
     from abtest.store import Store
-    from support.fakes import Brain, install
-    from support.sample_reports import invoke
 
-    install(Brain())
-    code, out, err = invoke("run", "--fixture", "fixtures/small", "--a", "variants/a.yaml",
-                            "--b", "variants/b.yaml")
-    assert code == 0, err
-    with Store(project / "results" / "abtest.duckdb", read_only=True) as s:
-        rep = build_report(s, out.strip().splitlines()[-1])
+    with Store(Path("results") / "abtest.duckdb", read_only=True) as s:
+        rep = build_report(s, ran)
     shape = json_shape(rep)
     first = {fmt: render(rep, fmt) for fmt in ("json", "md", "html", "github")}
     summarize(rep)

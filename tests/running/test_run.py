@@ -29,25 +29,6 @@ def run_ok(*extra):
     return out.strip().splitlines()[-1]
 
 
-def _small_run(root):
-    from support.fakes import make_project
-
-    b = install(Brain())
-    make_project(root)
-    return run_ok(), b.calls
-
-
-@pytest.fixture
-def ran(built, tmp_path, monkeypatch, brain):
-    """The small fixture's run of the default project, as if this test had run it in its own
-    folder (built once per process, copied here): its run id; `brain.calls` holds its calls."""
-    p, (run_id, calls) = built.copy("small-run", _small_run, tmp_path / "p")
-    install(brain)
-    brain.calls.extend(calls)
-    monkeypatch.chdir(p)
-    return run_id
-
-
 def test_run_report_json_has_contract_keys(ran, brain):
     run_id = ran
     code, out, _ = invoke("report", run_id, "--format", "json")
