@@ -138,3 +138,11 @@ def test_ppi_headlines_faithfulness(store, tmp_path):
     # the flipped item's y is the mean of two reviewers (1 and 0) -> r = sign*(1-.5)/(10*2)
     expect = fa["ppi"]["estimate"] - n_sup * (sign * 0.5 / 20) / 3
     assert fb["ppi"]["estimate"] == pytest.approx(expect)
+
+
+def test_a_stratum_with_more_labels_than_units_is_a_callers_bug():
+    from abtest.review.ppi import _ppi_core
+
+    with pytest.raises(ValueError, match=r"stratum 's': more labelled units \(3\) than units "
+                                         r"\(2\)"):
+        _ppi_core(0.0, 0.0, {"s": (2, [0.1, 0.2, 0.3])}, 0.05)

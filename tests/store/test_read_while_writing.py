@@ -298,3 +298,48 @@ def test_a_slow_answer_from_the_writer_is_said_within_a_second(tmp_path, monkeyp
     assert len(said) == 1, said                       # once per process
     when, line = said[0]
     assert 0.9 <= when <= 1.6 and "pid 4242" in line and "busy" in line
+
+
+HOLDER = r"""
+import sys
+from abtest.store import Store
+
+s = Store(sys.argv[1])
+s.create_run({"run_id": sys.argv[2], "kind": "frozen"})
+print("listening", flush=True)
+sys.stdin.readline()
+s.close()
+"""
+
+
+def test_a_reader_whose_writer_finished_reads_through_the_next_writer(tmp_path):
+    """A reader attached to one writing process, which then finishes while another process
+    takes the file for writing: the reader's next read goes through the new writer."""
+    from abtest.store import Store
+
+    path = tmp_path / "s.duckdb"
+    Store(path).close()
+
+    def writer(run_id):
+        p = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), run_id],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        assert p.stdout.readline().strip() == "listening", p.stderr.read()
+        return p
+
+    first = writer("w1")
+    second = None
+    reader = Store(path, read_only=True, create=False)
+    try:
+        assert reader.is_remote and reader.get_run("w1")["run_id"] == "w1"
+        out, err = first.communicate("close\n", timeout=60)   # the first writer finishes …
+        assert first.returncode == 0, err
+        second = writer("w2")                                 # … and another takes the file
+        assert reader.get_run("w2")["run_id"] == "w2"          # read through the second
+        assert reader.is_remote
+    finally:
+        reader.close()
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                p.communicate("close\n", timeout=60)
+    assert second.returncode == 0

@@ -111,3 +111,23 @@ def test_runs_page_reads_a_store_from_before_summaries(tmp_path, monkeypatch):
     page = client.get("/")
     assert page.status_code == 200 and f'data-pending="/runs/{rid}/summary"' in page.text
     assert client.get(f"/runs/{rid}/summary").json()["claim"] == _expected(_report(rid))
+
+
+def test_the_case_rows_cache_keeps_the_32_reports_read_last():
+    """A view serving many runs keeps the rows of the 32 reports it read last, and builds a
+    report's rows once while it is kept."""
+    from abtest.view import cases
+
+    cases._CACHE.clear()
+    made: list[int] = []
+
+    def make(i):
+        return lambda: made.append(i) or f"rows {i}"
+
+    reps = [{"run_id": f"r{i}"} for i in range(33)]
+    for i, rep in enumerate(reps):
+        assert cases._cached(rep, ("rows",), make(i)) == f"rows {i}"
+    assert len(cases._CACHE) == 32 and made == list(range(33))
+    assert cases._cached(reps[32], ("rows",), make(99)) == "rows 32" and made[-1] == 32  # kept
+    assert cases._cached(reps[0], ("rows",), make(0)) == "rows 0" and made[-1] == 0      # rebuilt
+    cases._CACHE.clear()
