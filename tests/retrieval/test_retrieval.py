@@ -27,7 +27,7 @@ from abtest.retrieval import Retrieved, get_retriever
 from abtest.retrieval import query as Q
 from abtest.retrieval.index import build_index, search
 from abtest.retrieval.local import content_keywords
-from support.fakes import ROOT
+from support.fakes import ROOT, send_json
 
 ROOT = str(ROOT)
 
@@ -451,14 +451,10 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             payload = {"chunks": [{"id": f"c{i}", "text": f"{body['query']} {i}", "score": 1.0 - i / 10}
                                   for i in range(body["k"] + 2)]}
-        self._send(200, json.dumps(payload).encode())
+        self._send(200, payload)
 
-    def _send(self, code, data):
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+    def _send(self, code, body):
+        send_json(self, code, body)
 
 
 class _QuietServer(ThreadingHTTPServer):

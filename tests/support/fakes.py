@@ -216,8 +216,9 @@ def dumps(obj) -> str:
 
 
 def send_json(handler, code: int, obj) -> None:
-    """Answer a loopback stand-in's request (http.server handler) with JSON."""
-    data = json.dumps(obj).encode()
+    """Answer a loopback stand-in's request (http.server handler) with JSON: `obj` encoded,
+    or, as bytes, the body as it is (a stand-in that answers malformed JSON)."""
+    data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
     handler.send_response(code)
     handler.send_header("Content-Type", "application/json")
     handler.send_header("Content-Length", str(len(data)))
