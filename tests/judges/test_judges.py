@@ -10,12 +10,7 @@ from click.testing import CliRunner
 
 from abtest.cli import cli
 from support.fakes import ROOT, shared_data_dir
-from support.fakes import Brain, install
-
-
-@pytest.fixture
-def brain():
-    return install(Brain())
+from support.fakes import Brain
 
 
 def gateway(tmp_path):

@@ -13,18 +13,13 @@ import json
 
 import pytest
 
-from support.fakes import Brain, install
+from support.fakes import Brain
 
 BOTH = ["faithfulness", "abstention"]
 PLAIN = "I don't know based on the provided documents."
 SOFT = "The documents do not say where Normandy is. Rollo was a Viking leader [c2]."
 HEDGED = "I do not know for certain. Normandy is a region in France [c1]."
 OFF_TOPIC = "Rollo was a Viking leader [c2]."          # true and cited, but not where Normandy is
-
-
-@pytest.fixture
-def brain():
-    return install(Brain())
 
 
 def gateway(tmp_path):

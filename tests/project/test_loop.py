@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from support.fakes import Brain, install
+from support.fakes import Brain
 
 
 def invoke(*args):
@@ -20,11 +20,6 @@ def invoke(*args):
 
 def schema_name(req) -> str | None:
     return ((req.get("response_format") or {}).get("json_schema") or {}).get("name")
-
-
-@pytest.fixture
-def brain():
-    return install(Brain())
 
 
 # --------------------------------------------------------------------------- golden

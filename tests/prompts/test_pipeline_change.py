@@ -5,16 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from support.fakes import Brain, install
-
-
-@pytest.fixture
-def brain():
-    return install(Brain())
 
 
 def dry(*extra):

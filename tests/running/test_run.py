@@ -9,17 +9,12 @@ import pytest
 from click.testing import CliRunner
 
 from abtest.cli import cli
-from support.fakes import Brain, install
+from support.fakes import Brain
 
 
 def invoke(*args):
     r = CliRunner().invoke(cli, list(args), catch_exceptions=False)
     return r.exit_code, r.stdout, r.stderr
-
-
-@pytest.fixture
-def brain():
-    return install(Brain())
 
 
 def run_ok(*extra):
@@ -181,7 +176,6 @@ def test_self_judge_withholds_claim(project, brain):
 
 def test_self_judge_detected_from_resolved_models(project, brain):
     """Two model names that resolve to one model are self-judging too; the note names it."""
-    from support.fakes import Brain
 
     plain = Brain()
 
