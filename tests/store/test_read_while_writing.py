@@ -57,8 +57,8 @@ def test_report_history_and_view_work_while_a_run_writes(tmp_path, monkeypatch):
             def two_finished():
                 assert proc.poll() is None, "the run ended before it was read"
                 r = CliRunner().invoke(cli, ["report", "live1", "--format", "json"])
-                return r.exit_code == 0 and json.loads(r.stdout)["n_finished"] >= 2 and \
-                    json.loads(r.stdout)
+                rep = json.loads(r.stdout) if r.exit_code == 0 else None
+                return rep if rep and rep["n_finished"] >= 2 else None
 
             seen = wait_until(two_finished, 120, "a read of the running run with 2 cases "
                                                   "finished", every=0.1)
